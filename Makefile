@@ -1,0 +1,59 @@
+# Rally — developer commands. `make dev` runs the local stack; `make test`
+# runs every test. Both install what they need (npm packages) and say
+# clearly what is missing when they cannot (Go, Node.js, Java).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO        ?= go
+FUNCTIONS := $(sort $(notdir $(wildcard functions/*)))
+BUILD_DIR := build
+GOFLAGS_LAMBDA := -tags lambda.norpc -trimpath -ldflags "-s -w"
+
+.PHONY: dev test build synth deploy lint clean tools check-go check-node check-java
+
+dev: tools check-java ## Run the local stack on http://localhost:3000
+	$(GO) run ./infra/local $(ARGS)
+
+test: tools check-java lint build ## Unit, integration and CDK tests, with the race detector
+	$(GO) test -race -count=1 -timeout 30m ./...
+	npx --no-install cdk synth --quiet > /dev/null
+	@echo "rally: all tests passed and the CDK stack synthesized"
+
+build: check-go ## Build every Lambda to build/<name>/bootstrap (linux/arm64)
+	@rm -rf $(BUILD_DIR)
+	@for f in $(FUNCTIONS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_LAMBDA) -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+	@echo "rally: built $(words $(FUNCTIONS)) functions into $(BUILD_DIR)/"
+
+synth: tools build ## Synthesize the CloudFormation template into cdk.out/
+	npx --no-install cdk synth
+
+deploy: tools build ## Deploy the stack to the current AWS account and region
+	npx --no-install cdk deploy --require-approval broadening $(ARGS)
+
+lint: check-go ## gofmt and go vet
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	if [ -n "$$unformatted" ]; then echo "rally: not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+clean: ## Remove build outputs and local state
+	rm -rf $(BUILD_DIR) cdk.out .local
+
+tools: check-go check-node node_modules/.installed
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+check-go:
+	@command -v $(GO) >/dev/null || { echo "rally: Go is required (https://go.dev/dl/); it was not found on PATH" >&2; exit 1; }
+
+check-node:
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "rally: Node.js 20+ with npm is required (https://nodejs.org/); it was not found on PATH" >&2; exit 1; }
+
+check-java:
+	@command -v java >/dev/null || { echo "rally: Java 17+ is required to run DynamoDB Local (e.g. apt-get install openjdk-17-jre-headless); it was not found on PATH" >&2; exit 1; }
+
+help:
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

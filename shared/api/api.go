@@ -1,0 +1,229 @@
+// Package api is Rally's HTTP edge: it turns API Gateway v2 events into
+// validated requests for feature handlers and their results (or errors) into
+// JSON and application/problem+json responses. Every route uses it, so bad
+// input is answered the same way everywhere.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+// Handler is the Lambda signature of every HTTP function.
+type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// Endpoint is a feature's request handler.
+type Endpoint func(context.Context, *Request) (Response, error)
+
+// Response is what an endpoint answers; Body is encoded as JSON.
+type Response struct {
+	Status  int
+	Body    any
+	Headers map[string]string
+}
+
+// OK answers 200 with body.
+func OK(body any) Response { return Response{Status: http.StatusOK, Body: body} }
+
+// Accepted answers 202 with body.
+func Accepted(body any) Response { return Response{Status: http.StatusAccepted, Body: body} }
+
+// MaxBodyBytes is the largest request body any route accepts.
+const MaxBodyBytes = 16 << 10
+
+// Serve adapts an endpoint to the Lambda handler signature: it builds the
+// Request, maps errors to problems, and logs failures with the request id.
+func Serve(log *slog.Logger, e Endpoint) Handler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		req := &Request{Event: ev}
+		resp, err := e(ctx, req)
+		if err != nil {
+			resp = ProblemFor(err)
+			level := slog.LevelInfo
+			if resp.Status >= 500 {
+				level = slog.LevelError
+			}
+			log.Log(ctx, level, "request failed",
+				"route", ev.RouteKey, "status", resp.Status, "request_id", ev.RequestContext.RequestID, "error", err.Error())
+		}
+		return Encode(resp), nil
+	}
+}
+
+// Encode renders a Response as an API Gateway v2 response.
+func Encode(r Response) events.APIGatewayV2HTTPResponse {
+	headers := map[string]string{"Content-Type": "application/json"}
+	for k, v := range r.Headers {
+		headers[k] = v
+	}
+	body := ""
+	if r.Body != nil {
+		b, err := json.Marshal(r.Body)
+		if err != nil {
+			return Encode(ProblemFor(err))
+		}
+		body = string(b)
+	}
+	status := r.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: body}
+}
+
+// Request is one API call with Rally's accessors over the Lambda event.
+type Request struct {
+	Event events.APIGatewayV2HTTPRequest
+}
+
+// Path returns a path parameter.
+func (r *Request) Path(name string) string { return r.Event.PathParameters[name] }
+
+// Query returns a query-string parameter.
+func (r *Request) Query(name string) string { return r.Event.QueryStringParameters[name] }
+
+// Header returns a header value; API Gateway v2 lower-cases header names.
+func (r *Request) Header(name string) string {
+	if v, ok := r.Event.Headers[strings.ToLower(name)]; ok {
+		return v
+	}
+	for k, v := range r.Event.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// Body returns the raw request body, decoding base64 when API Gateway did so.
+// Bodies over MaxBodyBytes are rejected.
+func (r *Request) Body() ([]byte, error) {
+	body := []byte(r.Event.Body)
+	if r.Event.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(r.Event.Body)
+		if err != nil {
+			return nil, errs.Field("body", "is not valid base64")
+		}
+		body = b
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, errs.New(errs.TooLarge, "the request body exceeds %d bytes", MaxBodyBytes)
+	}
+	return body, nil
+}
+
+// Decode parses the JSON body into v strictly: one JSON object, no unknown
+// fields, at most MaxBodyBytes. An empty body is an error unless optional.
+func (r *Request) Decode(v any) error {
+	body, err := r.Body()
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errs.Field("body", "a JSON object is required")
+	}
+	return DecodeJSON(body, v)
+}
+
+// DecodeJSON parses exactly one JSON value into v, rejecting unknown fields
+// and wrong types with field-level messages.
+func DecodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errs.Field("body", "must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		return errs.Field(field, "must be a "+jsonTypeName(typeErr.Type.Kind().String()))
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errs.Field("body", "is not valid JSON")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return errs.Field(name, "is not a known field")
+	}
+	return errs.Field("body", "is not valid JSON")
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+		return "number"
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "list"
+	case "struct", "map":
+		return "object"
+	}
+	return kind
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidID reports whether s is a Rally id: 1–128 of [A-Za-z0-9._:-].
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// CheckID records a field error unless value is a valid id.
+func CheckID(f *errs.Fields, field, value string) {
+	if !ValidID(value) {
+		f.Add(field, "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+	}
+}
+
+// IntQuery parses an optional integer query parameter within [min, max].
+func (r *Request) IntQuery(f *errs.Fields, name string, def, min, max int) int {
+	raw, present := r.Event.QueryStringParameters[name]
+	if !present {
+		return def
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < min || n > max {
+		f.Add(name, "must be an integer from "+strconv.Itoa(min)+" to "+strconv.Itoa(max))
+		return def
+	}
+	return n
+}
+
+// OneOf parses an optional enumerated query parameter.
+func (r *Request) OneOf(f *errs.Fields, name, def string, allowed ...string) string {
+	raw, present := r.Event.QueryStringParameters[name]
+	if !present {
+		return def
+	}
+	for _, a := range allowed {
+		if raw == a {
+			return raw
+		}
+	}
+	f.Add(name, "must be one of "+strings.Join(allowed, ", "))
+	return def
+}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+// ProblemContentType is the media type of every error response (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail"`
+	Errors []errs.FieldError `json:"errors,omitempty"`
+}
+
+type problemKind struct {
+	status int
+	slug   string
+	title  string
+}
+
+// kinds is the one place a domain error kind becomes an HTTP status.
+var kinds = map[errs.Kind]problemKind{
+	errs.Invalid:         {http.StatusBadRequest, "invalid-request", "Invalid request"},
+	errs.Unauthenticated: {http.StatusUnauthorized, "unauthenticated", "Unauthenticated"},
+	errs.Forbidden:       {http.StatusForbidden, "forbidden", "Forbidden"},
+	errs.NotFound:        {http.StatusNotFound, "not-found", "Not found"},
+	errs.Conflict:        {http.StatusConflict, "conflict", "Conflict"},
+	errs.TooLarge:        {http.StatusRequestEntityTooLarge, "too-large", "Request body too large"},
+	errs.KeyReused:       {http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused"},
+	errs.RateLimited:     {http.StatusTooManyRequests, "rate-limited", "Too many requests"},
+	errs.Unavailable:     {http.StatusServiceUnavailable, "unavailable", "Service unavailable"},
+	errs.Internal:        {http.StatusInternalServerError, "internal", "Internal error"},
+}
+
+// ProblemFor renders err as a problem response. Internal errors never leak
+// their cause.
+func ProblemFor(err error) Response {
+	kind := errs.KindOf(err)
+	pk := kinds[kind]
+	p := Problem{Type: "urn:rally:problem:" + pk.slug, Title: pk.title, Status: pk.status}
+	headers := map[string]string{"Content-Type": ProblemContentType}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		if kind != errs.Internal {
+			p.Detail = e.Detail
+			p.Errors = e.Fields
+		}
+		if e.RetryAfter > 0 {
+			secs := int(e.RetryAfter.Seconds() + 0.999)
+			headers["Retry-After"] = strconv.Itoa(secs)
+		}
+	}
+	if p.Detail == "" {
+		p.Detail = pk.title
+	}
+	return Response{Status: pk.status, Body: p, Headers: headers}
+}

@@ -1,0 +1,58 @@
+// Package clock owns the notion of "now" for every handler and processor, so
+// the local stack can move time (streak days, periods, trending windows) and
+// tests can pin it.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the current time.
+type Clock interface {
+	Now() time.Time
+}
+
+// System is the wall clock, in UTC.
+type System struct{}
+
+// Now returns the current UTC time.
+func (System) Now() time.Time { return time.Now().UTC() }
+
+// Settable is a clock whose time can be pinned or advanced. Between changes
+// it keeps ticking with the wall clock, so durations measured across it
+// (timeouts, expiries) stay meaningful.
+type Settable struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// NewSettable returns a clock that starts at the wall-clock time.
+func NewSettable() *Settable { return &Settable{} }
+
+// Now returns the wall-clock time shifted by the configured offset.
+func (s *Settable) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().UTC().Add(s.offset)
+}
+
+// Set moves the clock so that Now returns t at this instant.
+func (s *Settable) Set(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset = time.Until(t)
+}
+
+// Advance moves the clock forward by d (backward when d is negative).
+func (s *Settable) Advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset += d
+}
+
+// Fixed is a clock that always returns the same instant; for tests.
+type Fixed time.Time
+
+// Now returns the fixed instant.
+func (f Fixed) Now() time.Time { return time.Time(f) }

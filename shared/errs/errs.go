@@ -1,0 +1,105 @@
+// Package errs owns Rally's domain error kinds. Feature packages return these;
+// the HTTP layer (shared/api) maps each kind to a status in exactly one place.
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies a failure by what the caller can do about it.
+type Kind int
+
+const (
+	// Internal is an unexpected failure of Rally itself.
+	Internal Kind = iota
+	// Invalid means the request is malformed; Fields says where.
+	Invalid
+	// Unauthenticated means no or a bad credential.
+	Unauthenticated
+	// Forbidden means the caller may not do this.
+	Forbidden
+	// NotFound means the resource does not exist.
+	NotFound
+	// Conflict means the request conflicts with the current state.
+	Conflict
+	// KeyReused means an Idempotency-Key was reused with a different request.
+	KeyReused
+	// TooLarge means the request body exceeds the limit.
+	TooLarge
+	// RateLimited means the caller must slow down; RetryAfter says for how long.
+	RateLimited
+	// Unavailable means the source of truth cannot be reached.
+	Unavailable
+)
+
+// FieldError names one invalid input.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Error is a classified failure with a message safe to show to the caller.
+type Error struct {
+	Kind       Kind
+	Detail     string
+	Fields     []FieldError
+	RetryAfter time.Duration
+	Err        error // the cause, for logs; never shown to callers
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Detail + ": " + e.Err.Error()
+	}
+	return e.Detail
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the kind of the first *Error in err's chain, or Internal.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return Internal
+}
+
+// New returns an error of the given kind with a formatted detail.
+func New(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Wrap classifies a cause; the detail is what callers see.
+func Wrap(kind Kind, err error, detail string) *Error {
+	return &Error{Kind: kind, Detail: detail, Err: err}
+}
+
+// Field returns an Invalid error for one field.
+func Field(field, message string) *Error {
+	return &Error{Kind: Invalid, Detail: "the request is invalid", Fields: []FieldError{{Field: field, Message: message}}}
+}
+
+// Fields collects field errors; Err returns nil when there are none.
+type Fields []FieldError
+
+// Add records a field error.
+func (f *Fields) Add(field, message string) {
+	*f = append(*f, FieldError{Field: field, Message: message})
+}
+
+// Err returns an Invalid error holding every recorded field error, or nil.
+func (f Fields) Err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return &Error{Kind: Invalid, Detail: "the request is invalid", Fields: f}
+}
+
+// Is reports whether err is an *Error of the given kind.
+func Is(err error, kind Kind) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == kind
+}

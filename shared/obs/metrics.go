@@ -1,0 +1,69 @@
+package obs
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// Unit is a CloudWatch metric unit.
+type Unit string
+
+// Units Rally emits.
+const (
+	Count        Unit = "Count"
+	Milliseconds Unit = "Milliseconds"
+	Bytes        Unit = "Bytes"
+)
+
+// Namespace is the CloudWatch namespace of every Rally metric.
+const Namespace = "Rally"
+
+// Metrics writes CloudWatch Embedded Metric Format lines; CloudWatch Logs
+// turns them into metrics without an API call on the hot path.
+type Metrics struct {
+	mu       sync.Mutex
+	w        io.Writer
+	function string
+	now      func() time.Time
+}
+
+// NewMetrics returns a metrics writer that tags every metric with the
+// function name.
+func NewMetrics(w io.Writer, function string) *Metrics {
+	return &Metrics{w: w, function: function, now: time.Now}
+}
+
+// Emit writes one metric value. Extra dimensions are added to Function.
+func (m *Metrics) Emit(name string, value float64, unit Unit, dims map[string]string) {
+	if m == nil || m.w == nil {
+		return
+	}
+	keys := []string{"Function"}
+	doc := map[string]any{"Function": m.function, name: value}
+	for k, v := range dims {
+		keys = append(keys, k)
+		doc[k] = v
+	}
+	doc["_aws"] = map[string]any{
+		"Timestamp": m.now().UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  Namespace,
+			"Dimensions": [][]string{keys},
+			"Metrics":    []any{map[string]any{"Name": name, "Unit": unit}},
+		}},
+	}
+	line, err := json.Marshal(doc)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _ = m.w.Write(append(line, '\n'))
+}
+
+// Count emits a count metric.
+func (m *Metrics) Count(name string, n int, dims map[string]string) {
+	m.Emit(name, float64(n), Count, dims)
+}

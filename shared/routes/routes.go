@@ -1,0 +1,166 @@
+// Package routes declares every Rally endpoint and stream processor once:
+// method, path, the Lambda function that serves it, who may call it, and the
+// resources it touches. The CDK stack builds one Lambda, one API route and
+// least-privilege grants from each declaration; the local stack serves the
+// same routes with the same handlers.
+package routes
+
+import (
+	"time"
+
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Auth says who may call a route.
+type Auth int
+
+const (
+	// Player routes need a JWT; the caller is the token's "sub".
+	Player Auth = iota + 1
+	// Service routes need a SigV4 signature (IAM auth).
+	Service
+)
+
+func (a Auth) String() string {
+	switch a {
+	case Player:
+		return "player"
+	case Service:
+		return "service"
+	}
+	return "unknown"
+}
+
+// Uses lists what a function touches; the CDK stack grants exactly this.
+type Uses struct {
+	Reads  []schema.Table
+	Writes []schema.Table // write implies read
+	Redis  bool
+	// Secrets is true when the function signs or verifies cursors.
+	Secrets bool
+}
+
+// Route is one HTTP endpoint served by one Lambda function.
+type Route struct {
+	Method   string
+	Path     string // API Gateway syntax: /v1/favorites/{game_id}
+	Function string // directory under functions/ and the Lambda's name suffix
+	Auth     Auth
+	Summary  string
+	Uses     Uses
+}
+
+// Key is the API Gateway route key, e.g. "POST /v1/favorites/{game_id}".
+func (r Route) Key() string { return r.Method + " " + r.Path }
+
+// Processor is a Lambda fed by a table's stream through an event source
+// mapping.
+type Processor struct {
+	Function string
+	Source   schema.Table
+	Summary  string
+	Uses     Uses
+	// BatchSize and BatchWindow trade latency for coalescing.
+	BatchSize   int32
+	BatchWindow time.Duration
+	// MaxRetries and MaxRecordAge bound how long a failing batch blocks its
+	// shard before it is sent to the dead-letter queue.
+	MaxRetries   int32
+	MaxRecordAge time.Duration
+}
+
+var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
+
+// Favorites and likes.
+var (
+	FavoriteGame = Route{
+		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Auth: Player,
+		Summary: "Favorite a game",
+		Uses:    Uses{Writes: reactionTables, Redis: true},
+	}
+	UnfavoriteGame = Route{
+		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Auth: Player,
+		Summary: "Remove a game from the caller's favorites",
+		Uses:    Uses{Writes: reactionTables, Redis: true},
+	}
+	ListFavorites = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Auth: Player,
+		Summary: "A user's favorite games, newest first",
+		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Games}, Secrets: true},
+	}
+	FavoriteStatus = Route{
+		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Auth: Player,
+		Summary: "Whether a user has favorited each of up to 100 games",
+		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Counters}, Redis: true},
+	}
+	CountFavorites = Route{
+		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Auth: Player,
+		Summary: "How many players favorite a game",
+		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
+	}
+	TopGames = Route{
+		Method: "GET", Path: "/v1/games/top", Function: "top-games", Auth: Player,
+		Summary: "Trending games by net favorites in a window",
+		Uses:    Uses{Reads: []schema.Table{schema.Counters, schema.Games}, Redis: true},
+	}
+	PutGame = Route{
+		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Auth: Service,
+		Summary: "Set a game's metadata",
+		Uses:    Uses{Writes: []schema.Table{schema.Games}},
+	}
+	LikePost = Route{
+		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Auth: Player,
+		Summary: "Like a post",
+		Uses:    Uses{Writes: reactionTables, Redis: true},
+	}
+	UnlikePost = Route{
+		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Auth: Player,
+		Summary: "Remove the caller's like of a post",
+		Uses:    Uses{Writes: reactionTables, Redis: true},
+	}
+	ToggleLike = Route{
+		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Auth: Player,
+		Summary: "Flip the caller's like of a post",
+		Uses:    Uses{Writes: reactionTables, Redis: true},
+	}
+	CountLikes = Route{
+		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Auth: Player,
+		Summary: "How many players like a post",
+		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
+	}
+)
+
+// CounterProcessor keeps counts, trending windows and membership caches from
+// the Reactions stream.
+var CounterProcessor = Processor{
+	Function: "counter-processor",
+	Source:   schema.Reactions,
+	Summary:  "Coalesces reaction changes into counts and trending buckets, exactly once",
+	Uses:     Uses{Writes: []schema.Table{schema.Counters}, Redis: true},
+	// A short window lets a burst on one hot target collapse into one write.
+	BatchSize:    500,
+	BatchWindow:  time.Second,
+	MaxRetries:   8,
+	MaxRecordAge: 6 * time.Hour,
+}
+
+// All lists every HTTP route.
+var All = []Route{
+	FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
+	LikePost, UnlikePost, ToggleLike, CountLikes,
+}
+
+// Processors lists every stream processor.
+var Processors = []Processor{CounterProcessor}
+
+// Functions returns the name of every Lambda function, routes then processors.
+func Functions() []string {
+	var names []string
+	for _, r := range All {
+		names = append(names, r.Function)
+	}
+	for _, p := range Processors {
+		names = append(names, p.Function)
+	}
+	return names
+}

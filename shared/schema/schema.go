@@ -1,0 +1,172 @@
+// Package schema declares Rally's DynamoDB tables once: keys, indexes,
+// streams and TTL. The CDK stack, the local stack and the stores all read
+// these declarations, so the deployed tables and the local ones cannot drift.
+package schema
+
+import (
+	"os"
+	"strings"
+)
+
+// AttrType is a DynamoDB key attribute type.
+type AttrType string
+
+// Key attribute types.
+const (
+	String AttrType = "S"
+	Number AttrType = "N"
+)
+
+// Key is a key attribute.
+type Key struct {
+	Name string
+	Type AttrType
+}
+
+// Projection says which attributes an index carries.
+type Projection string
+
+// Index projections.
+const (
+	ProjectAll      Projection = "ALL"
+	ProjectKeysOnly Projection = "KEYS_ONLY"
+	ProjectInclude  Projection = "INCLUDE"
+)
+
+// Index is a local or global secondary index.
+type Index struct {
+	Name         string
+	PartitionKey Key
+	SortKey      *Key
+	Projection   Projection
+	// NonKeyAttributes lists the projected attributes when Projection is
+	// ProjectInclude.
+	NonKeyAttributes []string
+}
+
+// Table is one DynamoDB table.
+type Table struct {
+	// Name is the logical name; the physical name comes from the
+	// environment (see Names).
+	Name          string
+	PartitionKey  Key
+	SortKey       *Key
+	LocalIndexes  []Index
+	GlobalIndexes []Index
+	// Stream is true when the table streams NEW_AND_OLD_IMAGES to processors.
+	Stream bool
+	// TTLAttribute names the epoch-seconds attribute DynamoDB expires items by.
+	TTLAttribute string
+	// Purpose is a one-line description, used in docs and resource descriptions.
+	Purpose string
+}
+
+// EnvVar is the environment variable that carries the table's physical name.
+func (t Table) EnvVar() string { return "RALLY_TABLE_" + strings.ToUpper(t.Name) }
+
+// TTL is the attribute name used for expiry on every table that expires items.
+const TTL = "expires_at"
+
+// Key attribute names, shared by the declarations below and the stores.
+const (
+	AttrPK       = "pk"
+	AttrSK       = "sk"
+	AttrUserID   = "user_id"
+	AttrEdge     = "edge"
+	AttrListedAt = "listed_at"
+	AttrTarget   = "target_key"
+	AttrGameID   = "game_id"
+)
+
+// Index names.
+const (
+	IndexReactionsByTime   = "by_time"
+	IndexReactionsByTarget = "by_target"
+)
+
+// Reactions holds user→target edges (favorites of games, likes of posts).
+// by_time is sparse (listed_at exists only while the edge is ACTIVE) so a
+// newest-first list needs no filter; by_target is sparse the same way so a
+// target's ACTIVE edges can be counted when rebuilding counters.
+var Reactions = Table{
+	Name:         "Reactions",
+	PartitionKey: Key{AttrUserID, String},
+	SortKey:      &Key{AttrEdge, String},
+	LocalIndexes: []Index{{
+		Name:         IndexReactionsByTime,
+		PartitionKey: Key{AttrUserID, String},
+		SortKey:      &Key{AttrListedAt, String},
+		Projection:   ProjectAll,
+	}},
+	GlobalIndexes: []Index{{
+		Name:         IndexReactionsByTarget,
+		PartitionKey: Key{AttrTarget, String},
+		SortKey:      &Key{AttrUserID, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Stream:  true,
+	Purpose: "favorite and like edges (user → target), the source of truth for reactions",
+}
+
+// Counters holds durable counts, trending buckets, the counter processor's
+// applied-version markers and stored top-N snapshots.
+var Counters = Table{
+	Name:         "Counters",
+	PartitionKey: Key{AttrPK, String},
+	SortKey:      &Key{AttrSK, String},
+	TTLAttribute: TTL,
+	Purpose:      "durable counts, trending buckets, dedupe markers and top-N snapshots",
+}
+
+// Idempotency holds HTTP idempotency records keyed by route, caller and key.
+var Idempotency = Table{
+	Name:         "Idempotency",
+	PartitionKey: Key{AttrPK, String},
+	TTLAttribute: TTL,
+	Purpose:      "Idempotency-Key records: status, payload hash, stored response",
+}
+
+// Games holds game metadata used to enrich favorites lists and top games.
+var Games = Table{
+	Name:         "Games",
+	PartitionKey: Key{AttrGameID, String},
+	Purpose:      "game metadata (title, thumbnail) for enrichment",
+}
+
+// All lists every table Rally owns.
+var All = []Table{Reactions, Counters, Idempotency, Games}
+
+// ByName returns the declared table with the given logical name.
+func ByName(name string) (Table, bool) {
+	for _, t := range All {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Table{}, false
+}
+
+// Names resolves logical table names to physical ones.
+type Names map[string]string
+
+// NamesFromEnv reads each table's physical name from its environment
+// variable, defaulting to prefix+logical name (the local stack's naming).
+func NamesFromEnv(prefix string) Names {
+	n := Names{}
+	for _, t := range All {
+		if v := os.Getenv(t.EnvVar()); v != "" {
+			n[t.Name] = v
+		} else {
+			n[t.Name] = prefix + t.Name
+		}
+	}
+	return n
+}
+
+// Of returns the physical name of t.
+func (n Names) Of(t Table) string {
+	if v, ok := n[t.Name]; ok {
+		return v
+	}
+	return t.Name
+}
