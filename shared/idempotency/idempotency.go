@@ -145,7 +145,7 @@ func (s *Store) tryBegin(ctx context.Context, k Key, hash string) (*Claim, *Resu
 		// A record may be taken over when it never existed, when it expired
 		// (TTL deletion is lazy), or when an in-progress lease ran out
 		// because the request holding it crashed.
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR expires_at < :now_s OR (#status = :in_progress AND locked_until_ms < :now_ms)"),
+		ConditionExpression:      aws.String("attribute_not_exists(pk) OR expires_at < :now_s OR (#status = :in_progress AND locked_until_ms < :now_ms)"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now_s":       &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},

@@ -30,7 +30,9 @@ type PartialError struct {
 	Err  error
 }
 
-func (e *PartialError) Error() string { return fmt.Sprintf("records from %d not applied: %v", e.From, e.Err) }
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("records from %d not applied: %v", e.From, e.Err)
+}
 func (e *PartialError) Unwrap() error { return e.Err }
 
 // Serve adapts fn to the Lambda stream signature. It never returns a

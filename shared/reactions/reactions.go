@@ -1,0 +1,206 @@
+// Package reactions owns favorites of games and likes of posts: one
+// mechanism, a user→target edge of a kind. Handlers change edges with
+// conditional writes (the source of truth, in DynamoDB); the counter
+// processor turns the Reactions stream into counts and trending windows,
+// exactly once; Redis mirrors counts, trending and each player's own
+// reactions so reads are fast, and every read still answers from DynamoDB
+// when Redis cannot be trusted.
+//
+// Adapters live in sub-packages: dynamo (edges, counts, games) and mirror
+// (the Redis side). This package holds the rules and the HTTP endpoints.
+package reactions
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Kind is the kind of a reaction edge.
+type Kind string
+
+// Reaction kinds.
+const (
+	Favorite Kind = "favorite" // a player favorites a game
+	Like     Kind = "like"     // a player likes a post
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{Favorite, Like}
+
+// ParseKind returns the kind named s.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("reactions: unknown kind %q", s)
+}
+
+// State is the state of an edge.
+type State string
+
+// Edge states. A removed edge is kept (REMOVED) so its version keeps
+// growing and stale stream records can be recognised.
+const (
+	Active  State = "ACTIVE"
+	Removed State = "REMOVED"
+)
+
+// Ref names an edge: who reacted to what.
+type Ref struct {
+	UserID   string
+	Kind     Kind
+	TargetID string
+}
+
+// Target names what was reacted to.
+type Target struct {
+	Kind Kind
+	ID   string
+}
+
+// Target returns the edge's target.
+func (r Ref) Target() Target { return Target{Kind: r.Kind, ID: r.TargetID} }
+
+func (r Ref) String() string { return r.UserID + "→" + string(r.Kind) + ":" + r.TargetID }
+
+func (t Target) String() string { return string(t.Kind) + ":" + t.ID }
+
+// Edge is the current state of one user→target reaction.
+type Edge struct {
+	Ref
+	State State
+	// Version grows by one on every change of state.
+	Version int64
+	// CreatedAt is when the edge last became ACTIVE.
+	CreatedAt time.Time
+	// UpdatedAt is when the edge last changed.
+	UpdatedAt time.Time
+}
+
+// Active reports whether the edge is in place.
+func (e Edge) Active() bool { return e.State == Active }
+
+// Change is one edge transition read from the Reactions stream: the edge
+// reached Version at At, becoming active or not.
+type Change struct {
+	Ref
+	Version int64
+	Active  bool
+	// Delta is +1 when the edge became active, -1 when it stopped being
+	// active, 0 when its activity did not change.
+	Delta int
+	At    time.Time
+}
+
+// Window is a trending window.
+type Window string
+
+// Trending windows.
+const (
+	Day     Window = "24h"
+	Week    Window = "7d"
+	AllTime Window = "all"
+)
+
+// Windows lists every trending window.
+var Windows = []Window{Day, Week, AllTime}
+
+// Count is a target's count as a reader sees it.
+type Count struct {
+	N int64
+	// AsOf is when the count was last computed.
+	AsOf time.Time
+	// Degraded is true when the value was served without Redis.
+	Degraded bool
+}
+
+// Ranked is one entry of a trending list.
+type Ranked struct {
+	Rank  int
+	ID    string
+	Score int64
+}
+
+// Top is a trending list.
+type Top struct {
+	Window   Window
+	Items    []Ranked
+	AsOf     time.Time
+	Degraded bool
+}
+
+// Game is game metadata used to enrich lists.
+type Game struct {
+	ID           string
+	Title        string
+	ThumbnailURL string
+	UpdatedAt    time.Time
+}
+
+// Page is one page of a user's reactions, newest first.
+type Page struct {
+	Edges []Edge
+	// Next is the opaque position after the last edge, or nil at the end.
+	Next any
+}
+
+// Edges is the source of truth for reaction edges.
+type Edges interface {
+	// Add makes the edge active; changed is false if it already was.
+	Add(ctx context.Context, ref Ref, at time.Time) (e Edge, changed bool, err error)
+	// Remove makes the edge inactive; changed is false if it was not active.
+	Remove(ctx context.Context, ref Ref, at time.Time) (e Edge, changed bool, err error)
+	// Toggle flips the edge. When commit is non-nil its result (the response
+	// to store for an Idempotency-Key) commits atomically with the flip.
+	Toggle(ctx context.Context, ref Ref, at time.Time, commit Commit) (Edge, error)
+	// Get returns the edges of user to the given targets (missing ones are
+	// returned as never-active edges with Version 0).
+	Get(ctx context.Context, user string, kind Kind, targets []string) (map[string]Edge, error)
+	// List returns a page of user's active edges of kind, newest first.
+	List(ctx context.Context, user string, kind Kind, limit int, after any) (Page, error)
+}
+
+// Commit is a write that must commit together with an edge change; the
+// function receives the edge as it will be after the change.
+type Commit func(after Edge) (any, error)
+
+// Games stores game metadata.
+type Games interface {
+	Put(ctx context.Context, g Game) error
+	Get(ctx context.Context, ids []string) (map[string]Game, error)
+}
+
+// Counts is the durable side of counting: exactly-once application of
+// changes, and counts and snapshots for reads without Redis.
+type Counts interface {
+	// Apply applies changes at most once each (redelivered changes are
+	// recognised by edge version) and returns how many were new.
+	Apply(ctx context.Context, changes []Change, now time.Time) (int, error)
+	// Count returns target's durable count.
+	Count(ctx context.Context, t Target) (Count, error)
+	// Snapshot returns the stored trending list, if any.
+	Snapshot(ctx context.Context, kind Kind, w Window) (Top, bool, error)
+	// SaveSnapshot stores a trending list for reads while Redis is down.
+	SaveSnapshot(ctx context.Context, kind Kind, top Top) error
+}
+
+// Mirror is the Redis side: fast reads, rebuilt from DynamoDB when in doubt.
+// Every method returns an error when Redis is unreachable or cannot be
+// trusted (stale), so the caller falls back to DynamoDB.
+type Mirror interface {
+	// Statuses returns the cached states of user's edges; targets missing
+	// from the cache are absent from the map.
+	Statuses(ctx context.Context, user string, kind Kind, targets []string) (map[string]bool, error)
+	// Remember caches edges as the user's own (read-your-writes); stale
+	// versions are ignored.
+	Remember(ctx context.Context, edges []Edge) error
+	// Count returns target's cached count, or found=false on a miss.
+	Count(ctx context.Context, t Target) (c Count, found bool, err error)
+	// StoreCount caches a count read from DynamoDB (read-through).
+	StoreCount(ctx context.Context, t Target, c Count, version int64) error
+	// Top returns the trending list for a window.
+	Top(ctx context.Context, kind Kind, w Window, limit int, now time.Time) (Top, error)
+}
