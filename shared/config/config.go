@@ -39,6 +39,21 @@ type Config struct {
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// Limits are the per-minute request budgets of write routes.
+	Limits Limits
+	// SnapshotEvery is how often processors store top-N snapshots for
+	// reads while Redis is down.
+	SnapshotEvery time.Duration
+}
+
+// Limits are per-minute request budgets; 0 disables a budget.
+type Limits struct {
+	// FavoritesPerPlayer bounds favorite/unfavorite calls per player.
+	FavoritesPerPlayer int64
+	// LikesPerPlayer bounds like/unlike/toggle calls per player.
+	LikesPerPlayer int64
+	// WritesPerIP bounds write calls per source IP.
+	WritesPerIP int64
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -64,6 +79,18 @@ func FromEnv() (Config, error) {
 	if c.RedisTimeout, err = durationEnv("RALLY_REDIS_TIMEOUT", 250*time.Millisecond); err != nil {
 		return c, err
 	}
+	if c.SnapshotEvery, err = durationEnv("RALLY_SNAPSHOT_EVERY", 10*time.Second); err != nil {
+		return c, err
+	}
+	if c.Limits.FavoritesPerPlayer, err = intEnv("RALLY_LIMIT_FAVORITES_PER_MINUTE", 30); err != nil {
+		return c, err
+	}
+	if c.Limits.LikesPerPlayer, err = intEnv("RALLY_LIMIT_LIKES_PER_MINUTE", 60); err != nil {
+		return c, err
+	}
+	if c.Limits.WritesPerIP, err = intEnv("RALLY_LIMIT_WRITES_PER_IP_PER_MINUTE", 1200); err != nil {
+		return c, err
+	}
 	if c.SecretARN == "" && c.CursorKey == "" && c.Stage != "local" {
 		return c, fmt.Errorf("config: RALLY_SECRET_ARN or RALLY_CURSOR_KEY must be set outside the local stage")
 	}
@@ -87,6 +114,18 @@ func boolEnv(name string, def bool) (bool, error) {
 		return false, fmt.Errorf("config: %s=%q is not a boolean", name, v)
 	}
 	return b, nil
+}
+
+func intEnv(name string, def int64) (int64, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("config: %s=%q is not a non-negative integer", name, v)
+	}
+	return n, nil
 }
 
 func durationEnv(name string, def time.Duration) (time.Duration, error) {

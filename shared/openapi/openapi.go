@@ -3,10 +3,99 @@
 // responses against.
 package openapi
 
-import _ "embed"
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
 
-//go:embed openapi.json
-var document []byte
+	"github.com/getkin/kin-openapi/openapi3"
+)
 
-// JSON returns the OpenAPI document.
-func JSON() []byte { return document }
+//go:embed openapi.yaml
+var source []byte
+
+var (
+	loadOnce sync.Once
+	doc      *openapi3.T
+	docJSON  []byte
+	loadErr  error
+)
+
+func load() (*openapi3.T, []byte, error) {
+	loadOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		doc, loadErr = loader.LoadFromData(source)
+		if loadErr != nil {
+			loadErr = fmt.Errorf("openapi: load document: %w", loadErr)
+			return
+		}
+		if loadErr = doc.Validate(context.Background()); loadErr != nil {
+			loadErr = fmt.Errorf("openapi: invalid document: %w", loadErr)
+			return
+		}
+		docJSON, loadErr = json.Marshal(doc)
+	})
+	return doc, docJSON, loadErr
+}
+
+// Document returns the parsed document.
+func Document() (*openapi3.T, error) {
+	d, _, err := load()
+	return d, err
+}
+
+// JSON returns the document as JSON.
+func JSON() []byte {
+	_, b, err := load()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ValidateResponse checks a response against the operation for method and
+// the route's path template (e.g. "/v1/favorites/{game_id}"): the status is
+// declared, the content type matches, and the body satisfies the schema.
+func ValidateResponse(method, pathTemplate string, status int, contentType string, body []byte) error {
+	d, _, err := load()
+	if err != nil {
+		return err
+	}
+	item := d.Paths.Find(pathTemplate)
+	if item == nil {
+		return fmt.Errorf("openapi: no path %s", pathTemplate)
+	}
+	op := item.GetOperation(strings.ToUpper(method))
+	if op == nil {
+		return fmt.Errorf("openapi: no operation %s %s", method, pathTemplate)
+	}
+	ref := op.Responses.Status(status)
+	if ref == nil {
+		ref = op.Responses.Default()
+	}
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("openapi: %s %s does not declare status %d", method, pathTemplate, status)
+	}
+	mediaType := strings.TrimSpace(strings.Split(contentType, ";")[0])
+	if len(ref.Value.Content) == 0 {
+		return nil
+	}
+	mt := ref.Value.Content.Get(mediaType)
+	if mt == nil {
+		return fmt.Errorf("openapi: %s %s %d: undeclared content type %q", method, pathTemplate, status, contentType)
+	}
+	if mt.Schema == nil || mt.Schema.Value == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("openapi: %s %s %d: body is not JSON: %w", method, pathTemplate, status, err)
+	}
+	if err := mt.Schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+		return fmt.Errorf("openapi: %s %s %d: %w", method, pathTemplate, status, err)
+	}
+	return nil
+}

@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rallyhq/rally/shared/idempotency"
 )
 
 // Kind is the kind of a reaction edge.
@@ -100,13 +102,13 @@ type Window string
 
 // Trending windows.
 const (
-	Day     Window = "24h"
-	Week    Window = "7d"
+	Last24h Window = "24h"
+	Last7d  Window = "7d"
 	AllTime Window = "all"
 )
 
 // Windows lists every trending window.
-var Windows = []Window{Day, Week, AllTime}
+var Windows = []Window{Last24h, Last7d, AllTime}
 
 // Count is a target's count as a reader sees it.
 type Count struct {
@@ -115,6 +117,8 @@ type Count struct {
 	AsOf time.Time
 	// Degraded is true when the value was served without Redis.
 	Degraded bool
+	// Version grows with every change of the count; caches keep the newest.
+	Version int64
 }
 
 // Ranked is one entry of a trending list.
@@ -143,9 +147,13 @@ type Game struct {
 // Page is one page of a user's reactions, newest first.
 type Page struct {
 	Edges []Edge
-	// Next is the opaque position after the last edge, or nil at the end.
-	Next any
+	// Next is the position after the last edge, or nil at the end.
+	Next Position
 }
+
+// Position is a place in a list, opaque to everyone but the store that made
+// it; the HTTP layer signs it into a cursor.
+type Position map[string]string
 
 // Edges is the source of truth for reaction edges.
 type Edges interface {
@@ -155,22 +163,96 @@ type Edges interface {
 	Remove(ctx context.Context, ref Ref, at time.Time) (e Edge, changed bool, err error)
 	// Toggle flips the edge. When commit is non-nil its result (the response
 	// to store for an Idempotency-Key) commits atomically with the flip.
-	Toggle(ctx context.Context, ref Ref, at time.Time, commit Commit) (Edge, error)
+	Toggle(ctx context.Context, ref Ref, at time.Time, commit *Commit) (Edge, error)
 	// Get returns the edges of user to the given targets (missing ones are
 	// returned as never-active edges with Version 0).
 	Get(ctx context.Context, user string, kind Kind, targets []string) (map[string]Edge, error)
 	// List returns a page of user's active edges of kind, newest first.
-	List(ctx context.Context, user string, kind Kind, limit int, after any) (Page, error)
+	List(ctx context.Context, user string, kind Kind, limit int, after Position) (Page, error)
 }
 
-// Commit is a write that must commit together with an edge change; the
-// function receives the edge as it will be after the change.
-type Commit func(after Edge) (any, error)
+// Commit completes an Idempotency-Key claim atomically with an edge change:
+// Respond turns the edge as it will be after the change into the response
+// stored for retries.
+type Commit struct {
+	Claim   *idempotency.Claim
+	Respond func(after Edge) (idempotency.Result, error)
+}
 
 // Games stores game metadata.
 type Games interface {
 	Put(ctx context.Context, g Game) error
 	Get(ctx context.Context, ids []string) (map[string]Game, error)
+}
+
+// Span is the length of a trending bucket.
+type Span string
+
+// Bucket spans: 24h is summed from hourly buckets, 7d from daily ones.
+const (
+	Hourly Span = "h"
+	Daily  Span = "d"
+)
+
+// BucketRef names one trending bucket: the span starting at Start (UTC).
+type BucketRef struct {
+	Span  Span
+	Start time.Time
+}
+
+// Name is the bucket's compact name: 2026112210 (hour) or 20261122 (day).
+func (b BucketRef) Name() string {
+	if b.Span == Hourly {
+		return b.Start.UTC().Format("2006010215")
+	}
+	return b.Start.UTC().Format("20060102")
+}
+
+// Buckets returns the buckets whose sum makes window w at now: the 24
+// hours and the 7 days ending with the current one.
+func Buckets(w Window, now time.Time) []BucketRef {
+	var refs []BucketRef
+	switch w {
+	case Last24h:
+		cur := BucketOf(Hourly, now)
+		for i := 0; i < 24; i++ {
+			refs = append(refs, BucketRef{Hourly, cur.Start.Add(-time.Duration(i) * time.Hour)})
+		}
+	case Last7d:
+		cur := BucketOf(Daily, now)
+		for i := 0; i < 7; i++ {
+			refs = append(refs, BucketRef{Daily, cur.Start.AddDate(0, 0, -i)})
+		}
+	}
+	return refs
+}
+
+// BucketOf returns the bucket of the given span that holds t.
+func BucketOf(span Span, t time.Time) BucketRef {
+	t = t.UTC()
+	if span == Hourly {
+		return BucketRef{Hourly, t.Truncate(time.Hour)}
+	}
+	return BucketRef{Daily, time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)}
+}
+
+// Bucket is a trending bucket's durable value: the net change of a target's
+// count within the span.
+type Bucket struct {
+	BucketRef
+	Delta   int64
+	Version int64
+}
+
+// Tally is what DynamoDB holds for one target: its count and some of its
+// trending buckets, each with the version that orders cache writes.
+type Tally struct {
+	Target    Target
+	HasTotal  bool
+	Count     int64
+	Version   int64
+	UpdatedAt time.Time
+	Buckets   []Bucket
 }
 
 // Counts is the durable side of counting: exactly-once application of
@@ -185,6 +267,14 @@ type Counts interface {
 	Snapshot(ctx context.Context, kind Kind, w Window) (Top, bool, error)
 	// SaveSnapshot stores a trending list for reads while Redis is down.
 	SaveSnapshot(ctx context.Context, kind Kind, top Top) error
+	// Tallies reads, consistently, the totals and the named buckets of
+	// the given targets.
+	Tallies(ctx context.Context, touched map[Target][]BucketRef) ([]Tally, error)
+	// TargetTally reads a target's total and every live bucket.
+	TargetTally(ctx context.Context, t Target, now time.Time) (Tally, error)
+	// ScanTallies reads a page of every target's tallies, for rebuilding
+	// Redis; next is nil after the last page.
+	ScanTallies(ctx context.Context, after Position, now time.Time) (tallies []Tally, next Position, err error)
 }
 
 // Mirror is the Redis side: fast reads, rebuilt from DynamoDB when in doubt.

@@ -1,0 +1,57 @@
+package dynamo
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// ChangeFromRecord reads an edge transition from a Reactions stream record.
+// ok is false for records that change no edge's state.
+func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, error) {
+	var before, after *edgeItem
+	if rec.Change.OldImage != nil {
+		before = &edgeItem{}
+		if err := streams.Unmarshal(rec.Change.OldImage, before); err != nil {
+			return reactions.Change{}, false, fmt.Errorf("decode old image %s: %w", rec.Change.SequenceNumber, err)
+		}
+	}
+	if rec.Change.NewImage != nil {
+		after = &edgeItem{}
+		if err := streams.Unmarshal(rec.Change.NewImage, after); err != nil {
+			return reactions.Change{}, false, fmt.Errorf("decode new image %s: %w", rec.Change.SequenceNumber, err)
+		}
+	}
+	was := before != nil && before.State == string(reactions.Active)
+	is := after != nil && after.State == string(reactions.Active)
+	c := reactions.Change{Active: is}
+	switch {
+	case after != nil:
+		if before != nil && before.Ver == after.Ver {
+			return reactions.Change{}, false, nil
+		}
+		c.Ref = after.edge().Ref
+		c.Version = after.Ver
+		c.At = parseTime(after.UpdatedAt)
+	case before != nil:
+		// The edge was deleted (erasure): its end counts as one more change.
+		c.Ref = before.edge().Ref
+		c.Version = before.Ver + 1
+		c.At = rec.Change.ApproximateCreationDateTime.UTC()
+	default:
+		return reactions.Change{}, false, nil
+	}
+	if c.Ref.UserID == "" || c.Ref.TargetID == "" || c.Ref.Kind == "" {
+		return reactions.Change{}, false, fmt.Errorf("record %s is not a reaction edge", rec.Change.SequenceNumber)
+	}
+	switch {
+	case is && !was:
+		c.Delta = 1
+	case was && !is:
+		c.Delta = -1
+	}
+	return c, true, nil
+}

@@ -1,0 +1,206 @@
+package reactions
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ratelimit"
+)
+
+// Service applies the reaction rules over the stores.
+type Service struct {
+	Edges  Edges
+	Counts Counts
+	Games  Games
+	Mirror Mirror
+	Limits *ratelimit.Limiter
+	// Budgets are the per-kind write budgets per player, and the per-IP one.
+	Budgets map[Kind]ratelimit.Rule
+	IPRule  ratelimit.Rule
+	Clock   clock.Clock
+	Log     *slog.Logger
+}
+
+// Caller is who writes, for rate limiting.
+type Caller struct {
+	Player string
+	IP     string
+}
+
+func (s *Service) allow(ctx context.Context, c Caller, kind Kind) error {
+	checks := []ratelimit.Check{{Rule: s.Budgets[kind], Subject: c.Player}}
+	if c.IP != "" {
+		checks = append(checks, ratelimit.Check{Rule: s.IPRule, Subject: c.IP})
+	}
+	return s.Limits.Allow(ctx, checks...)
+}
+
+// React makes c.Player's edge to the target active.
+func (s *Service) React(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
+	if err := s.allow(ctx, c, t.Kind); err != nil {
+		return Edge{}, false, err
+	}
+	e, changed, err := s.Edges.Add(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
+	if err != nil {
+		return Edge{}, false, err
+	}
+	s.remember(ctx, e)
+	return e, changed, nil
+}
+
+// Unreact removes c.Player's edge to the target.
+func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
+	if err := s.allow(ctx, c, t.Kind); err != nil {
+		return Edge{}, false, err
+	}
+	e, changed, err := s.Edges.Remove(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
+	if err != nil {
+		return Edge{}, false, err
+	}
+	s.remember(ctx, e)
+	return e, changed, nil
+}
+
+// Toggle flips c.Player's edge to the target; commit, when given, stores
+// the response for the request's Idempotency-Key in the same transaction.
+func (s *Service) Toggle(ctx context.Context, c Caller, t Target, commit *Commit) (Edge, error) {
+	if err := s.allow(ctx, c, t.Kind); err != nil {
+		return Edge{}, err
+	}
+	e, err := s.Edges.Toggle(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now(), commit)
+	if err != nil {
+		return Edge{}, err
+	}
+	s.remember(ctx, e)
+	return e, nil
+}
+
+// remember puts the player's own write in the cache so their next status
+// read sees it at once. A failure is harmless: the counter processor writes
+// the same version from the stream, and reads fall back meanwhile.
+func (s *Service) remember(ctx context.Context, e Edge) {
+	if err := s.Mirror.Remember(ctx, []Edge{e}); err != nil {
+		s.Log.DebugContext(ctx, "cache write skipped", "edge", e.Ref.String(), "error", err.Error())
+	}
+}
+
+// Statuses tells, for each target, whether user's edge of kind is active.
+// Cached answers come from Redis in one round trip; the rest are read from
+// DynamoDB (strongly consistent) and cached. Without a trustworthy cache,
+// everything is read from DynamoDB and the answer is marked degraded.
+func (s *Service) Statuses(ctx context.Context, user string, kind Kind, targets []string) (map[string]bool, bool, error) {
+	out, err := s.Mirror.Statuses(ctx, user, kind, targets)
+	degraded := err != nil
+	if degraded {
+		out = map[string]bool{}
+	}
+	var missing []string
+	for _, t := range targets {
+		if _, ok := out[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return out, false, nil
+	}
+	edges, err := s.Edges.Get(ctx, user, kind, missing)
+	if err != nil {
+		return nil, false, err
+	}
+	fill := make([]Edge, 0, len(edges))
+	for t, e := range edges {
+		out[t] = e.Active()
+		fill = append(fill, e)
+	}
+	if !degraded {
+		s.rememberAll(ctx, fill)
+	}
+	return out, degraded, nil
+}
+
+func (s *Service) rememberAll(ctx context.Context, edges []Edge) {
+	if err := s.Mirror.Remember(ctx, edges); err != nil {
+		s.Log.DebugContext(ctx, "cache fill skipped", "edges", len(edges), "error", err.Error())
+	}
+}
+
+// Count returns a target's count: from Redis, or read through from
+// DynamoDB on a miss, or from DynamoDB (degraded) when Redis cannot be
+// trusted.
+func (s *Service) Count(ctx context.Context, t Target) (Count, error) {
+	c, found, err := s.Mirror.Count(ctx, t)
+	if err == nil && found {
+		return c, nil
+	}
+	durable, derr := s.Counts.Count(ctx, t)
+	if derr != nil {
+		return Count{}, derr
+	}
+	if err != nil {
+		durable.Degraded = true
+		return durable, nil
+	}
+	if serr := s.Mirror.StoreCount(ctx, t, durable, durable.Version); serr != nil {
+		s.Log.DebugContext(ctx, "count cache fill skipped", "target", t.String(), "error", serr.Error())
+	}
+	return durable, nil
+}
+
+// List returns a page of user's active reactions of kind, newest first.
+func (s *Service) List(ctx context.Context, user string, kind Kind, limit int, after Position) (Page, error) {
+	return s.Edges.List(ctx, user, kind, limit, after)
+}
+
+// Top returns the trending list of kind in window w: from Redis, or the
+// stored snapshot (degraded) when Redis cannot be trusted.
+func (s *Service) Top(ctx context.Context, kind Kind, w Window, limit int) (Top, error) {
+	top, err := s.Mirror.Top(ctx, kind, w, limit, s.Clock.Now())
+	if err == nil {
+		return top, nil
+	}
+	snap, found, serr := s.Counts.Snapshot(ctx, kind, w)
+	if serr != nil {
+		return Top{}, serr
+	}
+	if !found {
+		snap = Top{Window: w, AsOf: s.Clock.Now()}
+	}
+	if len(snap.Items) > limit {
+		snap.Items = snap.Items[:limit]
+	}
+	snap.Degraded = true
+	return snap, nil
+}
+
+// PutGame stores a game's metadata.
+func (s *Service) PutGame(ctx context.Context, g Game) (Game, error) {
+	g.UpdatedAt = s.Clock.Now()
+	if err := s.Games.Put(ctx, g); err != nil {
+		return Game{}, err
+	}
+	return g, nil
+}
+
+// GamesOf returns the metadata of the given games; a failure to enrich is
+// not a failure of the read, so it yields no metadata.
+func (s *Service) GamesOf(ctx context.Context, ids []string) map[string]Game {
+	if len(ids) == 0 {
+		return nil
+	}
+	games, err := s.Games.Get(ctx, ids)
+	if err != nil {
+		s.Log.WarnContext(ctx, "game metadata unavailable", "error", err.Error())
+		return nil
+	}
+	return games
+}
+
+// asOf is when a value was computed, or now for a value never computed.
+func asOf(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
