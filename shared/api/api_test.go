@@ -1,0 +1,235 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+func decodeProblem(t *testing.T, resp events.APIGatewayV2HTTPResponse) Problem {
+	t.Helper()
+	if ct := resp.Headers["Content-Type"]; ct != ProblemContentType {
+		t.Fatalf("content type %q, want %q", ct, ProblemContentType)
+	}
+	var p Problem
+	if err := json.Unmarshal([]byte(resp.Body), &p); err != nil {
+		t.Fatalf("problem body %q: %v", resp.Body, err)
+	}
+	if p.Status != resp.StatusCode {
+		t.Fatalf("problem status %d, response status %d", p.Status, resp.StatusCode)
+	}
+	return p
+}
+
+func TestDecodeRefusesWhatIsNotExactlyTheExpectedObject(t *testing.T) {
+	type in struct {
+		Title string `json:"title"`
+		N     int    `json:"n"`
+	}
+	for name, tc := range map[string]struct {
+		body, field string
+	}{
+		"empty":         {"", "body"},
+		"not json":      {"{title:", "body"},
+		"truncated":     {`{"title":"a"`, "body"},
+		"unknown field": {`{"title":"a","x":1}`, "x"},
+		"wrong type":    {`{"title":"a","n":"3"}`, "n"},
+		"two objects":   {`{"title":"a"}{"title":"b"}`, "body"},
+		"array":         {`[1]`, "body"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Request{Event: events.APIGatewayV2HTTPRequest{Body: tc.body}}
+			var v in
+			err := r.Decode(&v)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Kind != errs.Invalid {
+				t.Fatalf("got %v, want an Invalid error", err)
+			}
+			if len(e.Fields) != 1 || e.Fields[0].Field != tc.field {
+				t.Fatalf("fields %+v, want one on %q", e.Fields, tc.field)
+			}
+		})
+	}
+}
+
+func TestBodyOverLimitIsTooLarge(t *testing.T) {
+	big := `{"title":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+	for _, ev := range []events.APIGatewayV2HTTPRequest{
+		{Body: big},
+		{Body: base64.StdEncoding.EncodeToString([]byte(big)), IsBase64Encoded: true},
+	} {
+		r := &Request{Event: ev}
+		var v map[string]any
+		if err := r.Decode(&v); !errs.Is(err, errs.TooLarge) {
+			t.Fatalf("got %v, want TooLarge", err)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"g1": true, "A.b_c:d-9": true, strings.Repeat("x", 128): true,
+		"": false, strings.Repeat("x", 129): false, "a b": false, "a/b": false, "é": false, "a,b": false,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	for kind, status := range map[errs.Kind]int{
+		errs.Invalid: 400, errs.Unauthenticated: 401, errs.Forbidden: 403, errs.NotFound: 404,
+		errs.Conflict: 409, errs.TooLarge: 413, errs.KeyReused: 422, errs.RateLimited: 429,
+		errs.Unavailable: 503, errs.Internal: 500,
+	} {
+		h := Serve(log, func(context.Context, *Request) (Response, error) {
+			return Response{}, &errs.Error{Kind: kind, Detail: "d", Err: errors.New("secret cause"), RetryAfter: 1500 * time.Millisecond}
+		})
+		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != status {
+			t.Errorf("kind %d: status %d, want %d", kind, resp.StatusCode, status)
+		}
+		p := decodeProblem(t, resp)
+		if strings.Contains(resp.Body, "secret cause") {
+			t.Errorf("kind %d: the cause leaked to the caller: %s", kind, resp.Body)
+		}
+		if kind == errs.Internal && p.Detail == "d" {
+			t.Errorf("internal error detail leaked")
+		}
+		if kind == errs.RateLimited && resp.Headers["Retry-After"] != "2" {
+			t.Errorf("Retry-After = %q, want 2 (rounded up)", resp.Headers["Retry-After"])
+		}
+	}
+}
+
+func TestCallerComesFromTheAuthorizer(t *testing.T) {
+	jwt := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "alice"}},
+		}}}}
+	if p, err := jwt.Player(); err != nil || p != "alice" {
+		t.Fatalf("player %q, %v", p, err)
+	}
+	iam := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::1:user/svc"},
+		}}}}
+	if c, err := iam.Caller(); err != nil || !c.IsService() {
+		t.Fatalf("caller %+v, %v", c, err)
+	}
+	if _, err := iam.Player(); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("a service acting as a player: %v, want Forbidden", err)
+	}
+	none := &Request{}
+	if _, err := none.Player(); !errs.Is(err, errs.Unauthenticated) {
+		t.Fatalf("no authorizer: %v, want Unauthenticated", err)
+	}
+}
+
+func TestCursorsAreTamperEvidentAndScoped(t *testing.T) {
+	c := Cursors{Key: []byte("k")}
+	type pos struct{ A, B string }
+	cur, err := c.Encode("list:alice", pos{"x", "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got pos
+	if err := c.Decode("list:alice", cur, &got); err != nil || got != (pos{"x", "y"}) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	body, sig, _ := strings.Cut(cur, ".")
+	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"A":"z","B":"y"}`)) + "." + sig
+	for name, bad := range map[string]string{
+		"other scope": cur, "forged body": forged, "no signature": body, "garbage": "!!!", "empty sig": body + ".",
+	} {
+		scope := "list:alice"
+		if name == "other scope" {
+			scope = "list:bob"
+		}
+		if err := c.Decode(scope, bad, &got); !errs.Is(err, errs.Invalid) {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+	if err := (Cursors{Key: []byte("other")}).Decode("list:alice", cur, &got); err == nil {
+		t.Error("a cursor signed with another key was accepted")
+	}
+}
+
+func TestNoBodyAcceptsOnlyNothingOrAnEmptyObject(t *testing.T) {
+	for body, ok := range map[string]bool{"": true, "  ": true, "{}": true, `{"a":1}`: false, "x": false} {
+		err := (&Request{Event: events.APIGatewayV2HTTPRequest{Body: body}}).NoBody()
+		if (err == nil) != ok {
+			t.Errorf("body %q: %v", body, err)
+		}
+	}
+}
+
+func TestIntQuery(t *testing.T) {
+	r := &Request{Event: events.APIGatewayV2HTTPRequest{QueryStringParameters: map[string]string{"a": "5", "b": "0", "c": "x"}}}
+	var f errs.Fields
+	if got := r.IntQuery(&f, "a", 1, 1, 10); got != 5 {
+		t.Errorf("a = %d", got)
+	}
+	if got := r.IntQuery(&f, "missing", 7, 1, 10); got != 7 {
+		t.Errorf("default = %d", got)
+	}
+	r.IntQuery(&f, "b", 1, 1, 10)
+	r.IntQuery(&f, "c", 1, 1, 10)
+	if len(f) != 2 || f[0].Field != "b" || f[1].Field != "c" {
+		t.Errorf("field errors %+v", f)
+	}
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"title":"a"}`, `{}`, `[]`, `{"n":1e99}`, `{"title":null}`, "\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v struct {
+			Title string   `json:"title"`
+			N     int      `json:"n"`
+			IDs   []string `json:"ids"`
+		}
+		err := DecodeJSON(body, &v)
+		if err != nil && !errs.Is(err, errs.Invalid) {
+			t.Fatalf("decode error of kind %d: %v", errs.KindOf(err), err)
+		}
+	})
+}
+
+func FuzzCursorDecode(f *testing.F) {
+	c := Cursors{Key: []byte("fuzz")}
+	good, _ := c.Encode("s", map[string]string{"a": "b"})
+	for _, s := range []string{good, "", ".", "a.b", good + "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cur string) {
+		var v map[string]string
+		err := c.Decode("s", cur, &v)
+		if err == nil && cur != good {
+			// Only a cursor this process signed may decode.
+			re, _ := c.Encode("s", v)
+			if re != cur {
+				t.Fatalf("accepted a cursor it did not make: %q", cur)
+			}
+		}
+		if err != nil && !errs.Is(err, errs.Invalid) {
+			t.Fatalf("error of kind %d", errs.KindOf(err))
+		}
+	})
+}

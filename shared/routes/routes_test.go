@@ -1,0 +1,89 @@
+package routes
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every declared function has a functions/<name>/main.go, every function
+// directory is declared, and each main starts the declaration named after
+// its directory (favorite-game → routes.FavoriteGame).
+func TestEveryFunctionHasADirectoryAndEveryDirectoryAFunction(t *testing.T) {
+	dir := filepath.Join("..", "..", "functions")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, f := range Functions() {
+		if declared[f] {
+			t.Errorf("function %s declared twice", f)
+		}
+		declared[f] = true
+	}
+	onDisk := map[string]bool{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		onDisk[e.Name()] = true
+		if !declared[e.Name()] {
+			t.Errorf("functions/%s has no route or stream processor", e.Name())
+			continue
+		}
+		main := filepath.Join(dir, e.Name(), "main.go")
+		if got, want := startedDeclaration(t, main), camel(e.Name()); got != want {
+			t.Errorf("%s starts routes.%s, want routes.%s", main, got, want)
+		}
+	}
+	for f := range declared {
+		if !onDisk[f] {
+			t.Errorf("function %s has no functions/%s/main.go", f, f)
+		}
+	}
+}
+
+func TestRouteKeysAreUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range All {
+		if seen[r.Key()] {
+			t.Errorf("route %s declared twice", r.Key())
+		}
+		seen[r.Key()] = true
+		if r.Auth != Player && r.Auth != Service {
+			t.Errorf("route %s has no auth kind", r.Key())
+		}
+	}
+}
+
+func camel(name string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(name, "-") {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// startedDeclaration returns X in the routes.X selector used by main.go.
+func startedDeclaration(t *testing.T, path string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	found := ""
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "routes" {
+				found = sel.Sel.Name
+			}
+		}
+		return true
+	})
+	return found
+}
