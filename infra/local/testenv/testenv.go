@@ -1,0 +1,155 @@
+// Package testenv gives integration tests real storage: DynamoDB Local (one
+// per test binary, a fresh set of tables per test), a real redis-server per
+// test, and a whole local stack for end-to-end tests. Outside CI a missing
+// dependency skips the test with the reason; with CI=true it fails it, so a
+// pipeline can never pass by skipping.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/rallyhq/rally/infra/local/dynamodblocal"
+	"github.com/rallyhq/rally/infra/local/redisserver"
+	"github.com/rallyhq/rally/infra/local/tables"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// EndpointEnv names an already running DynamoDB (Local) to use instead of
+// starting one, e.g. in CI where one server is shared by every package.
+const EndpointEnv = "RALLY_DYNAMODB_ENDPOINT"
+
+// Region is the region every local client uses.
+const Region = "us-east-1"
+
+// InCI reports whether CI=true (or any true value) is set.
+func InCI() bool {
+	v, err := strconv.ParseBool(os.Getenv("CI"))
+	return err == nil && v
+}
+
+// Require stops the test when a dependency is missing: t.Skip with the
+// reason outside CI, t.Fatal in CI. It does nothing when err is nil.
+func Require(t testing.TB, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if InCI() {
+		t.Fatalf("%s is required (CI=true, so this is a failure, not a skip): %v", what, err)
+	}
+	t.Skipf("skipping: %s is not available: %v", what, err)
+}
+
+var shared struct {
+	once     sync.Once
+	server   *dynamodblocal.Server
+	endpoint string
+	err      error
+}
+
+var tableSets atomic.Int64
+
+// Endpoint returns the URL of the test binary's DynamoDB Local, starting it
+// on first use, or RALLY_DYNAMODB_ENDPOINT when set.
+func Endpoint(t testing.TB) string {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.endpoint = os.Getenv(EndpointEnv); shared.endpoint != "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared.server, shared.err = dynamodblocal.Start(ctx, dynamodblocal.Options{})
+		if shared.err == nil {
+			shared.endpoint = shared.server.Endpoint()
+		}
+	})
+	Require(t, "DynamoDB Local", shared.err)
+	return shared.endpoint
+}
+
+// Client returns a DynamoDB client for endpoint with local credentials.
+func Client(endpoint string) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+}
+
+// DynamoDB returns a client, a fresh set of every table in schema.All under
+// a prefix no other test uses, and the endpoint (for config.Config). The
+// tables are deleted when the test ends.
+func DynamoDB(t testing.TB) (*dynamodb.Client, schema.Names, string) {
+	t.Helper()
+	endpoint := Endpoint(t)
+	db := Client(endpoint)
+	names := Names(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tables.Create(ctx, db, names); err != nil {
+		Require(t, "DynamoDB at "+endpoint, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tables.Delete(ctx, db, names); err != nil {
+			t.Logf("testenv: delete tables: %v", err)
+		}
+	})
+	return db, names, endpoint
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// Names returns physical table names unique to this test, this process and
+// this call, so tests can share one DynamoDB (even across packages) without
+// seeing each other's items.
+func Names(t testing.TB) schema.Names {
+	name := unsafeChars.ReplaceAllString(t.Name(), "_")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	prefix := fmt.Sprintf("%s.%d.%d.", name, os.Getpid(), tableSets.Add(1))
+	names := schema.Names{}
+	for _, tb := range schema.All {
+		names[tb.Name] = prefix + tb.Name
+	}
+	return names
+}
+
+// Redis starts a real redis-server for this test and stops it when the test
+// ends. Tests may Stop and Start it to simulate an outage; its URL does not
+// change.
+func Redis(t testing.TB) *redisserver.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := redisserver.Start(ctx)
+	Require(t, "redis-server", err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// Main runs the tests and then stops the DynamoDB Local this binary
+// started. Call it from TestMain where possible: on Linux the server dies
+// with the test binary anyway, elsewhere it would be left running.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.server != nil {
+		_ = shared.server.Close()
+	}
+	os.Exit(code)
+}
