@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/redisserver"
@@ -83,6 +84,15 @@ func Endpoint(t testing.TB) string {
 // Client returns a DynamoDB client for endpoint with local credentials.
 func Client(endpoint string) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+}
+
+// StreamsClient returns a DynamoDB Streams client for endpoint.
+func StreamsClient(endpoint string) *dynamodbstreams.Client {
+	return dynamodbstreams.New(dynamodbstreams.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),

@@ -1,0 +1,625 @@
+// Package poller is the local event source mapping: for one stream
+// processor it reads the source table's stream from DynamoDB Local and
+// invokes the processor's Lambda handler with DynamoDBEvent batches, the
+// way Lambda does: about four polls a second, batch size and batching
+// window, ReportBatchItemFailures (retry from the first failed sequence
+// number), bisect on error, bounded retries with exponential backoff, a
+// maximum record age, and an on-failure destination (a local DLQ file).
+// Shards are read in parallel, each in order, one batch at a time.
+package poller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Options configures a Poller.
+type Options struct {
+	Processor routes.Processor
+	// Handler is the processor's Lambda handler.
+	Handler streams.Handler
+	// Table is the physical name of the processor's source table.
+	Table   string
+	DB      *dynamodb.Client
+	Streams *dynamodbstreams.Client
+	// DLQ receives batches whose retries or record age are exhausted.
+	DLQ *DLQ
+	// Region fills awsRegion when the stream does not say (default us-east-1).
+	Region string
+	// AccountID is used in the function ARN (default 000000000000).
+	AccountID string
+	// PollInterval is the pause between empty polls (default 250ms, Lambda's
+	// four polls a second).
+	PollInterval time.Duration
+	// RetryBase and RetryMax bound the exponential backoff between retries
+	// of a failing record (defaults 100ms and 5s).
+	RetryBase, RetryMax time.Duration
+	// Log receives failures and DLQ events; nil discards them.
+	Log *slog.Logger
+}
+
+// maxBuffered bounds the records read ahead of delivery (while paused or
+// while a batch is failing).
+const maxBuffered = 10000
+
+// Poller feeds one processor from one stream.
+type Poller struct {
+	opts      Options
+	streamARN string
+
+	mu           sync.Mutex
+	shards       map[string]*shard
+	paused       bool
+	described    time.Time // start of the last completed DescribeStream
+	lastBatchAt  time.Time
+	delivered    int64
+	changed      chan struct{} // closed and replaced on every state change
+	wakeDescribe chan struct{}
+}
+
+type shard struct {
+	id, parent string
+	started    bool
+	finished   bool
+	pending    int       // read but not yet delivered
+	oldest     time.Time // creation time of the oldest pending record
+	emptyPoll  time.Time // start of the last poll that found nothing pending
+	wake       chan struct{}
+}
+
+// New prepares a poller; Run starts it.
+func New(opts Options) (*Poller, error) {
+	if opts.Handler == nil || opts.DB == nil || opts.Streams == nil || opts.DLQ == nil || opts.Table == "" {
+		return nil, errors.New("poller: Handler, DB, Streams, DLQ and Table are required")
+	}
+	if opts.Region == "" {
+		opts.Region = "us-east-1"
+	}
+	if opts.AccountID == "" {
+		opts.AccountID = "000000000000"
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.RetryBase == 0 {
+		opts.RetryBase = 100 * time.Millisecond
+	}
+	if opts.RetryMax == 0 {
+		opts.RetryMax = 5 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Poller{
+		opts:         opts,
+		shards:       map[string]*shard{},
+		changed:      make(chan struct{}),
+		wakeDescribe: make(chan struct{}, 1),
+	}, nil
+}
+
+// Function is the processor's function name.
+func (p *Poller) Function() string { return p.opts.Processor.Function }
+
+// Run polls until ctx ends. It fails only when the source table has no
+// stream.
+func (p *Poller) Run(ctx context.Context) error {
+	out, err := p.opts.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.opts.Table)})
+	if err != nil {
+		return fmt.Errorf("poller %s: describe %s: %w", p.Function(), p.opts.Table, err)
+	}
+	p.streamARN = aws.ToString(out.Table.LatestStreamArn)
+	if p.streamARN == "" {
+		return fmt.Errorf("poller %s: table %s has no stream", p.Function(), p.opts.Table)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		start := time.Now()
+		list, err := p.describe(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.opts.Log.Warn("describe stream failed", "function", p.Function(), "error", err.Error())
+		} else {
+			for _, sh := range p.track(list, start) {
+				wg.Go(func() { p.readShard(ctx, sh) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wakeDescribe:
+		case <-time.After(p.opts.PollInterval):
+		}
+	}
+}
+
+func (p *Poller) describe(ctx context.Context) ([]types.Shard, error) {
+	var all []types.Shard
+	var from *string
+	for {
+		out, err := p.opts.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{
+			StreamArn: aws.String(p.streamARN), ExclusiveStartShardId: from,
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, out.StreamDescription.Shards...)
+		if from = out.StreamDescription.LastEvaluatedShardId; from == nil {
+			return all, nil
+		}
+	}
+}
+
+// track records newly seen shards and returns those that may start now: a
+// child starts once its parent has been read to the end (or the parent has
+// left the stream's retention), which keeps an item's changes in order.
+func (p *Poller) track(list []types.Shard, describedAt time.Time) []*shard {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range list {
+		id := aws.ToString(s.ShardId)
+		if _, ok := p.shards[id]; !ok {
+			p.shards[id] = &shard{id: id, parent: aws.ToString(s.ParentShardId), wake: make(chan struct{}, 1)}
+		}
+	}
+	var ready []*shard
+	for _, sh := range p.shards {
+		if sh.started {
+			continue
+		}
+		if parent, ok := p.shards[sh.parent]; ok && !parent.finished {
+			continue
+		}
+		sh.started = true
+		ready = append(ready, sh)
+	}
+	p.described = describedAt
+	p.broadcast()
+	return ready
+}
+
+// broadcast wakes WaitIdle callers; p.mu must be held.
+func (p *Poller) broadcast() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// readShard reads one shard from its oldest record to its end, delivering
+// batches in order.
+func (p *Poller) readShard(ctx context.Context, sh *shard) {
+	log := p.opts.Log.With("function", p.Function(), "shard", sh.id)
+	var (
+		iter      *string
+		lastSeq   string
+		buf       []events.DynamoDBEventRecord
+		windowAt  time.Time // when the first record of buf was read
+		closed    bool
+		batchSize = max(int(p.opts.Processor.BatchSize), 1)
+		window    = p.opts.Processor.BatchWindow
+	)
+	for ctx.Err() == nil {
+		paused := p.isPaused()
+		if !paused && len(buf) > 0 && (len(buf) >= batchSize || closed || time.Since(windowAt) >= window) {
+			n := min(len(buf), batchSize)
+			p.deliver(ctx, sh, buf[:n])
+			buf = buf[n:]
+			p.setPending(sh, buf)
+			continue
+		}
+		if closed && len(buf) == 0 {
+			p.mu.Lock()
+			sh.finished = true
+			p.broadcast()
+			p.mu.Unlock()
+			// The children of this shard may start now.
+			p.kickDescribe()
+			return
+		}
+		got := 0
+		if !closed && len(buf) < maxBuffered {
+			if iter == nil {
+				var err error
+				if iter, err = p.iterator(ctx, sh.id, lastSeq); err != nil {
+					log.Warn("get shard iterator failed", "error", err.Error())
+					p.sleep(ctx, sh, p.opts.PollInterval)
+					continue
+				}
+			}
+			pollStart := time.Now()
+			out, err := p.opts.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{
+				ShardIterator: iter, Limit: aws.Int32(1000),
+			})
+			var expired *types.ExpiredIteratorException
+			switch {
+			case errors.As(err, &expired):
+				iter = nil
+				continue
+			case err != nil:
+				if ctx.Err() == nil {
+					log.Warn("get records failed", "error", err.Error())
+					p.sleep(ctx, sh, p.opts.PollInterval)
+				}
+				continue
+			}
+			for _, r := range out.Records {
+				rec, err := lambdaRecord(r, p.streamARN, p.opts.Region)
+				if err != nil {
+					log.Error("undecodable stream record skipped", "error", err.Error())
+					continue
+				}
+				if len(buf) == 0 {
+					windowAt = time.Now()
+				}
+				buf = append(buf, rec)
+				lastSeq = rec.Change.SequenceNumber
+			}
+			got = len(out.Records)
+			iter = out.NextShardIterator
+			closed = iter == nil
+			p.setPending(sh, buf)
+			if got == 0 && len(buf) == 0 {
+				p.mu.Lock()
+				sh.emptyPoll = pollStart
+				p.broadcast()
+				p.mu.Unlock()
+			}
+		}
+		if got > 0 || (closed && len(buf) == 0) {
+			continue
+		}
+		wait := p.opts.PollInterval
+		if len(buf) > 0 && !paused {
+			wait = min(wait, max(window-time.Since(windowAt), 0))
+		}
+		p.sleep(ctx, sh, wait)
+	}
+}
+
+func (p *Poller) iterator(ctx context.Context, shardID, after string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{
+		StreamArn: aws.String(p.streamARN), ShardId: aws.String(shardID),
+		ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
+	}
+	if after != "" {
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.SequenceNumber = aws.String(after)
+	}
+	out, err := p.opts.Streams.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return out.ShardIterator, nil
+}
+
+func (p *Poller) sleep(ctx context.Context, sh *shard, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-sh.wake:
+	case <-t.C:
+	}
+}
+
+func (p *Poller) setPending(sh *shard, buf []events.DynamoDBEventRecord) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sh.pending = len(buf)
+	sh.oldest = time.Time{}
+	if len(buf) > 0 {
+		sh.oldest = created(buf[0])
+	}
+	p.broadcast()
+}
+
+// attempt is a slice of a batch being retried, with the retries spent on
+// it; bisecting does not spend retries, as with Lambda.
+type attempt struct {
+	records []events.DynamoDBEventRecord
+	retries int
+	invokes int
+	lastErr string
+	fnError bool
+}
+
+// deliver invokes the handler until every record of batch is applied or
+// parked in the DLQ.
+func (p *Poller) deliver(ctx context.Context, sh *shard, batch []events.DynamoDBEventRecord) {
+	proc := p.opts.Processor
+	queue := []attempt{{records: batch}}
+	for len(queue) > 0 && ctx.Err() == nil {
+		a := queue[0]
+		queue = queue[1:]
+		if proc.MaxRecordAge > 0 && time.Since(created(a.records[0])) > proc.MaxRecordAge {
+			p.park(sh, a, MaximumRecordAgeExceeded)
+			continue
+		}
+		resp, err := invoke(ctx, p.opts.Handler, a.records)
+		if ctx.Err() != nil {
+			return // shutting down; the stack re-reads the stream on start
+		}
+		a.invokes++
+		from := failedFrom(a.records, resp, err)
+		if from < 0 {
+			p.done(len(a.records))
+			continue
+		}
+		a.fnError = err != nil
+		if err != nil {
+			a.lastErr = err.Error()
+		} else {
+			a.lastErr = "batch item failure at sequence number " + a.records[from].Change.SequenceNumber
+		}
+		p.opts.Log.Warn("stream batch failed", "function", p.Function(), "shard", sh.id,
+			"records", len(a.records), "failed_from", from, "retries", a.retries, "error", a.lastErr)
+		p.done(from)
+		rest := attempt{records: a.records[from:], retries: a.retries, invokes: a.invokes, lastErr: a.lastErr, fnError: a.fnError}
+		switch {
+		case from > 0:
+			// Progress: retry the rest at once, from the named record.
+			queue = append([]attempt{rest}, queue...)
+		case len(rest.records) > 1:
+			half := len(rest.records) / 2
+			first, second := rest, rest
+			first.records, second.records = rest.records[:half], rest.records[half:]
+			queue = append([]attempt{first, second}, queue...)
+		case rest.retries >= int(proc.MaxRetries):
+			p.park(sh, rest, RetryAttemptsExhausted)
+		default:
+			p.backoff(ctx, rest.retries)
+			rest.retries++
+			queue = append([]attempt{rest}, queue...)
+		}
+	}
+}
+
+func (p *Poller) backoff(ctx context.Context, retries int) {
+	d := p.opts.RetryBase << min(retries, 20)
+	if d > p.opts.RetryMax || d <= 0 {
+		d = p.opts.RetryMax
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (p *Poller) done(n int) {
+	if n == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delivered += int64(n)
+	p.lastBatchAt = time.Now()
+	p.broadcast()
+}
+
+func (p *Poller) park(sh *shard, a attempt, condition string) {
+	entry := Parked{
+		RequestContext: RequestContext{
+			RequestID:              newUUID(),
+			FunctionARN:            fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", p.opts.Region, p.opts.AccountID, p.Function()),
+			Condition:              condition,
+			ApproximateInvokeCount: a.invokes,
+		},
+		ResponseContext: ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST"},
+		Version:         "1.0",
+		Timestamp:       time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		BatchInfo:       batchInfo(sh.id, p.streamARN, a.records),
+		Records:         a.records,
+		Error:           a.lastErr,
+	}
+	if a.fnError {
+		entry.ResponseContext.FunctionError = "Unhandled"
+	}
+	if err := p.opts.DLQ.Park(p.Function(), entry); err != nil {
+		// Nowhere left to put it: say so loudly rather than block the shard.
+		p.opts.Log.Error("could not park failed batch; records dropped", "function", p.Function(),
+			"shard", sh.id, "records", len(a.records), "error", err.Error())
+	} else {
+		p.opts.Log.Error("batch sent to the DLQ", "function", p.Function(), "shard", sh.id,
+			"condition", condition, "records", len(a.records), "dlq", p.opts.DLQ.file(p.Function()))
+	}
+	p.done(len(a.records))
+}
+
+func batchInfo(shardID, streamARN string, recs []events.DynamoDBEventRecord) BatchInfo {
+	first, last := recs[0], recs[len(recs)-1]
+	return BatchInfo{
+		ShardID:                         shardID,
+		StartSequenceNumber:             first.Change.SequenceNumber,
+		EndSequenceNumber:               last.Change.SequenceNumber,
+		ApproximateArrivalOfFirstRecord: created(first).UTC().Format(time.RFC3339),
+		ApproximateArrivalOfLastRecord:  created(last).UTC().Format(time.RFC3339),
+		BatchSize:                       len(recs),
+		StreamARN:                       streamARN,
+	}
+}
+
+// invoke runs the handler like the Lambda runtime: a panic is a function
+// error.
+func invoke(ctx context.Context, h streams.Handler, recs []events.DynamoDBEventRecord) (resp events.DynamoDBEventResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return h(ctx, events.DynamoDBEvent{Records: recs})
+}
+
+// failedFrom returns the index of the first record to retry, or -1 when
+// the whole batch succeeded. A function error, or a failure naming no
+// record of the batch, fails the whole batch, as Lambda treats them.
+func failedFrom(recs []events.DynamoDBEventRecord, resp events.DynamoDBEventResponse, err error) int {
+	if err != nil {
+		return 0
+	}
+	if len(resp.BatchItemFailures) == 0 {
+		return -1
+	}
+	index := make(map[string]int, len(recs))
+	for i, r := range recs {
+		index[r.Change.SequenceNumber] = i
+	}
+	from := len(recs)
+	for _, f := range resp.BatchItemFailures {
+		i, ok := index[f.ItemIdentifier]
+		if !ok {
+			return 0
+		}
+		from = min(from, i)
+	}
+	return from
+}
+
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+func (p *Poller) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// Pause stops invoking the processor; records keep being read (up to a
+// bound), so lag shows in Status. Resume delivers them.
+func (p *Poller) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.broadcast()
+	p.mu.Unlock()
+}
+
+// Resume undoes Pause.
+func (p *Poller) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.broadcast()
+	p.mu.Unlock()
+	p.kick()
+}
+
+func (p *Poller) kickDescribe() {
+	select {
+	case p.wakeDescribe <- struct{}{}:
+	default:
+	}
+}
+
+// kick makes the describer and every shard poll now instead of at their
+// next tick.
+func (p *Poller) kick() {
+	p.kickDescribe()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sh := range p.shards {
+		select {
+		case sh.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WaitIdle returns once every record written to the stream before the call
+// has been delivered (applied or parked), or at once when paused. It polls
+// every shard immediately rather than waiting for the next tick, but a
+// batching window still runs its course.
+func (p *Poller) WaitIdle(ctx context.Context) error {
+	since := time.Now()
+	p.kick()
+	for {
+		p.mu.Lock()
+		idle, changed := p.paused || p.idleSince(since), p.changed
+		p.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("poller %s: wait idle: %w", p.Function(), ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// idleSince: p.mu must be held.
+func (p *Poller) idleSince(t time.Time) bool {
+	if !p.described.After(t) {
+		return false
+	}
+	for _, sh := range p.shards {
+		if sh.finished {
+			continue
+		}
+		if !sh.started || sh.pending > 0 || !sh.emptyPoll.After(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Status is a processor's health as the local stack reports it.
+type Status struct {
+	Function string `json:"function"`
+	// LagRecords counts records read from the stream but not yet delivered.
+	LagRecords int `json:"lag_records"`
+	// IteratorAgeMS is the age of the oldest undelivered record, like
+	// Lambda's IteratorAge metric.
+	IteratorAgeMS int64      `json:"iterator_age_ms"`
+	LastBatchAt   *time.Time `json:"last_batch_at"`
+	Delivered     int64      `json:"delivered_records"`
+	Shards        int        `json:"shards"`
+	Paused        bool       `json:"paused"`
+}
+
+// Status reports lag and progress.
+func (p *Poller) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{Function: p.Function(), Paused: p.paused, Delivered: p.delivered}
+	var oldest time.Time
+	for _, sh := range p.shards {
+		if sh.finished {
+			continue
+		}
+		s.Shards++
+		s.LagRecords += sh.pending
+		if sh.pending > 0 && (oldest.IsZero() || sh.oldest.Before(oldest)) {
+			oldest = sh.oldest
+		}
+	}
+	if !oldest.IsZero() {
+		s.IteratorAgeMS = max(time.Since(oldest).Milliseconds(), 0)
+	}
+	if !p.lastBatchAt.IsZero() {
+		t := p.lastBatchAt.UTC()
+		s.LastBatchAt = &t
+	}
+	return s
+}

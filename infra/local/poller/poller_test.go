@@ -1,0 +1,355 @@
+package poller_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/infra/local/poller"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// recorder is a fake processor: it applies records (remembers "key=v")
+// unless fail says otherwise, and logs every invocation.
+type recorder struct {
+	mu          sync.Mutex
+	applied     []string
+	invocations [][]string
+	// fail returns the index of the first record to fail and whether the
+	// failure is a function error (true) or a batch item failure (false);
+	// -1 applies the whole batch.
+	fail func(batch []string) (int, bool)
+}
+
+func label(r events.DynamoDBEventRecord) string {
+	return r.Change.Keys["edge"].String() + "=" + r.Change.NewImage["v"].Number()
+}
+
+func (rec *recorder) handle(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	labels := make([]string, len(ev.Records))
+	for i, r := range ev.Records {
+		labels[i] = label(r)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.invocations = append(rec.invocations, labels)
+	from, fnErr := -1, false
+	if rec.fail != nil {
+		from, fnErr = rec.fail(labels)
+	}
+	if from < 0 {
+		rec.applied = append(rec.applied, labels...)
+		return events.DynamoDBEventResponse{}, nil
+	}
+	if fnErr {
+		return events.DynamoDBEventResponse{}, errors.New("processor failed")
+	}
+	rec.applied = append(rec.applied, labels[:from]...)
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
+		{ItemIdentifier: ev.Records[from].Change.SequenceNumber},
+	}}, nil
+}
+
+func (rec *recorder) snapshot() (applied []string, invocations [][]string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]string(nil), rec.applied...), append([][]string(nil), rec.invocations...)
+}
+
+type rig struct {
+	t     *testing.T
+	db    *dynamodb.Client
+	table string
+	p     *poller.Poller
+	dlq   *poller.DLQ
+}
+
+func newRig(t *testing.T, proc routes.Processor, handler streams.Handler) *rig {
+	t.Helper()
+	db, names, endpoint := testenv.DynamoDB(t)
+	dlq, err := poller.NewDLQ(filepath.Join(t.TempDir(), "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc.Source = schema.Reactions
+	p, err := poller.New(poller.Options{
+		Processor: proc, Handler: handler, Table: names.Of(schema.Reactions),
+		DB: db, Streams: testenv.StreamsClient(endpoint), DLQ: dlq,
+		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &rig{t: t, db: db, table: names.Of(schema.Reactions), p: p, dlq: dlq}
+}
+
+// put writes item edge with attribute v; every put is one stream record.
+func (r *rig) put(edge string, v int) {
+	r.t.Helper()
+	_, err := r.db.PutItem(context.Background(), &dynamodb.PutItemInput{
+		TableName: aws.String(r.table),
+		Item: map[string]types.AttributeValue{
+			"user_id": &types.AttributeValueMemberS{Value: "u1"},
+			"edge":    &types.AttributeValueMemberS{Value: edge},
+			"v":       &types.AttributeValueMemberN{Value: strconv.Itoa(v)},
+		},
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) waitIdle() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.p.WaitIdle(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func processor(batch int32, retries int32) routes.Processor {
+	return routes.Processor{Function: "fake-processor", BatchSize: batch, MaxRetries: retries, MaxRecordAge: time.Hour}
+}
+
+func TestEveryRecordIsDeliveredOnceInOrder(t *testing.T) {
+	rec := &recorder{}
+	r := newRig(t, processor(7, 3), rec.handle)
+	var want []string
+	for v := 1; v <= 5; v++ {
+		for k := 0; k < 6; k++ {
+			edge := fmt.Sprintf("k%d", k)
+			r.put(edge, v)
+			want = append(want, edge+"="+strconv.Itoa(v))
+		}
+	}
+	r.waitIdle()
+	applied, invocations := rec.snapshot()
+	if strings.Join(applied, " ") != strings.Join(want, " ") {
+		t.Fatalf("applied\n%v\nwant\n%v", applied, want)
+	}
+	for _, inv := range invocations {
+		if len(inv) > 7 {
+			t.Errorf("batch of %d records exceeds the batch size 7", len(inv))
+		}
+	}
+	if st := r.p.Status(); st.LagRecords != 0 || st.Delivered != int64(len(want)) || st.LastBatchAt == nil {
+		t.Errorf("status after idle = %+v", st)
+	}
+}
+
+func TestTheEventHasLambdasJSONShape(t *testing.T) {
+	var mu sync.Mutex
+	var got []events.DynamoDBEventRecord
+	r := newRig(t, processor(10, 0), func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		mu.Lock()
+		got = append(got, ev.Records...)
+		mu.Unlock()
+		return events.DynamoDBEventResponse{}, nil
+	})
+	ctx := context.Background()
+	// DynamoDB Local, like DynamoDB, rounds creation times down to the minute.
+	start := time.Now().Add(-time.Minute)
+	r.put("a", 1)
+	r.put("a", 2)
+	if _, err := r.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(r.table), Key: map[string]types.AttributeValue{
+		"user_id": &types.AttributeValueMemberS{Value: "u1"}, "edge": &types.AttributeValueMemberS{Value: "a"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("%d records", len(got))
+	}
+	for i, name := range []string{"INSERT", "MODIFY", "REMOVE"} {
+		r := got[i]
+		if r.EventName != name || r.EventVersion != "1.1" || r.EventSource != "aws:dynamodb" ||
+			r.AWSRegion == "" || !strings.Contains(r.EventSourceArn, "/stream/") {
+			t.Errorf("record %d envelope = %s %s %s %s %s", i, r.EventName, r.EventVersion, r.EventSource, r.AWSRegion, r.EventSourceArn)
+		}
+		c := r.Change
+		if c.StreamViewType != "NEW_AND_OLD_IMAGES" || c.SequenceNumber == "" || c.SizeBytes <= 0 ||
+			c.Keys["edge"].String() != "a" || c.ApproximateCreationDateTime.Before(start) {
+			t.Errorf("record %d change = %+v", i, c)
+		}
+		if (c.NewImage != nil) != (name != "REMOVE") || (c.OldImage != nil) != (name != "INSERT") {
+			t.Errorf("record %d %s images: new %v old %v", i, name, c.NewImage != nil, c.OldImage != nil)
+		}
+	}
+	if got[1].Change.OldImage["v"].Number() != "1" || got[1].Change.NewImage["v"].Number() != "2" {
+		t.Errorf("MODIFY images %v → %v", got[1].Change.OldImage, got[1].Change.NewImage)
+	}
+	b, _ := json.Marshal(events.DynamoDBEvent{Records: got[:1]})
+	for _, key := range []string{`"eventID"`, `"eventSourceARN"`, `"ApproximateCreationDateTime"`, `"SequenceNumber"`, `"Keys"`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("event JSON lacks %s: %s", key, b)
+		}
+	}
+}
+
+func TestAPartialFailureIsRetriedFromTheNamedRecord(t *testing.T) {
+	failedOnce := false
+	rec := &recorder{fail: func(batch []string) (int, bool) {
+		for i, l := range batch {
+			if l == "c=1" && !failedOnce {
+				failedOnce = true
+				return i, false
+			}
+		}
+		return -1, false
+	}}
+	r := newRig(t, processor(10, 3), rec.handle)
+	p := r.p
+	p.Pause() // so the five records arrive as one batch
+	for _, e := range []string{"a", "b", "c", "d", "e"} {
+		r.put(e, 1)
+	}
+	eventually(t, func() bool { return p.Status().LagRecords == 5 })
+	p.Resume()
+	r.waitIdle()
+	applied, invocations := rec.snapshot()
+	if strings.Join(applied, " ") != "a=1 b=1 c=1 d=1 e=1" {
+		t.Fatalf("applied %v: every record exactly once, in order", applied)
+	}
+	if len(invocations) != 2 || strings.Join(invocations[1], " ") != "c=1 d=1 e=1" {
+		t.Fatalf("invocations %v: the retry must start at the failed record", invocations)
+	}
+}
+
+func TestAPoisonRecordIsParkedAfterBoundedRetriesAndTheRestFlows(t *testing.T) {
+	const retries = 2
+	poisoned := true
+	rec := &recorder{fail: func(batch []string) (int, bool) {
+		for _, l := range batch {
+			if l == "bad=1" && poisoned {
+				return 0, true
+			}
+		}
+		return -1, false
+	}}
+	r := newRig(t, processor(10, retries), rec.handle)
+	r.p.Pause()
+	for _, e := range []string{"a", "b", "bad", "c", "d"} {
+		r.put(e, 1)
+	}
+	eventually(t, func() bool { return r.p.Status().LagRecords == 5 })
+	r.p.Resume()
+	r.waitIdle()
+	applied, invocations := rec.snapshot()
+	if strings.Join(applied, " ") != "a=1 b=1 c=1 d=1" {
+		t.Fatalf("applied %v", applied)
+	}
+	alone := 0
+	for _, inv := range invocations {
+		if len(inv) == 1 && inv[0] == "bad=1" {
+			alone++
+		}
+	}
+	if alone != retries+1 {
+		t.Errorf("the poison record was tried alone %d times, want %d (1 + %d retries); invocations %v", alone, retries+1, retries, invocations)
+	}
+
+	all, err := r.dlq.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := all["fake-processor"]
+	if len(parked) != 1 {
+		t.Fatalf("parked %d batches: %+v", len(parked), all)
+	}
+	pk := parked[0]
+	if pk.RequestContext.Condition != poller.RetryAttemptsExhausted || pk.RequestContext.ApproximateInvokeCount < retries+1 ||
+		!strings.HasSuffix(pk.RequestContext.FunctionARN, ":function:fake-processor") ||
+		pk.ResponseContext.FunctionError != "Unhandled" || pk.Version != "1.0" || pk.Timestamp == "" {
+		t.Errorf("invocation record %+v %+v", pk.RequestContext, pk.ResponseContext)
+	}
+	bi := pk.BatchInfo
+	if bi.BatchSize != 1 || bi.StartSequenceNumber == "" || bi.StartSequenceNumber != bi.EndSequenceNumber ||
+		bi.ShardID == "" || !strings.Contains(bi.StreamARN, "/stream/") || bi.ApproximateArrivalOfFirstRecord == "" {
+		t.Errorf("DDBStreamBatchInfo %+v", bi)
+	}
+	if len(pk.Records) != 1 || label(pk.Records[0]) != "bad=1" || pk.Records[0].Change.SequenceNumber != bi.StartSequenceNumber {
+		t.Errorf("parked records %+v", pk.Records)
+	}
+	raw, err := os.ReadFile(filepath.Join(r.dlq.Dir(), "fake-processor.jsonl"))
+	if err != nil || !strings.Contains(string(raw), `"DDBStreamBatchInfo"`) {
+		t.Errorf("DLQ file: %v %s", err, raw)
+	}
+
+	// Once the processor is fixed, a redrive applies the record and
+	// empties the queue.
+	rec.mu.Lock()
+	poisoned = false
+	rec.mu.Unlock()
+	res, err := r.dlq.Redrive(context.Background(), "fake-processor", rec.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redriven != 1 || res.Succeeded != 1 || res.Remaining != 0 {
+		t.Errorf("redrive %+v", res)
+	}
+	if applied, _ := rec.snapshot(); applied[len(applied)-1] != "bad=1" {
+		t.Errorf("redrive did not apply the record: %v", applied)
+	}
+	if n, _ := r.dlq.Depth("fake-processor"); n != 0 {
+		t.Errorf("DLQ depth after redrive = %d", n)
+	}
+}
+
+func TestABatchingWindowHoldsALoneRecord(t *testing.T) {
+	rec := &recorder{}
+	proc := processor(100, 0)
+	proc.BatchWindow = 700 * time.Millisecond
+	r := newRig(t, proc, rec.handle)
+	r.put("a", 1)
+	written := time.Now()
+	r.put("b", 1)
+	r.waitIdle()
+	if d := time.Since(written); d < proc.BatchWindow-100*time.Millisecond {
+		t.Errorf("delivered %s after the write; the window is %s", d, proc.BatchWindow)
+	}
+	if _, inv := rec.snapshot(); len(inv) != 1 || len(inv[0]) != 2 {
+		t.Errorf("invocations %v, want both records in one batch", inv)
+	}
+}
+
+// eventually waits for a condition the poller reaches asynchronously.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
