@@ -1,0 +1,140 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/idempotency"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func newStore(t *testing.T, c clock.Clock) *idempotency.Store {
+	t.Helper()
+	db, names, _ := testenv.DynamoDB(t)
+	return &idempotency.Store{DB: db, Table: names.Of(schema.Idempotency), Clock: c, Wait: 2 * time.Second}
+}
+
+var key = idempotency.Key{Route: "favorite-game", Caller: "alice", Value: "k-1"}
+
+func TestRetriesGetTheFirstResultAndRunNothing(t *testing.T) {
+	s := newStore(t, clock.System{})
+	ctx := context.Background()
+	var runs atomic.Int32
+	fn := func(context.Context) (idempotency.Result, error) {
+		n := runs.Add(1)
+		return idempotency.Result{Status: 200, Body: []byte(`{"n":` + string(rune('0'+n)) + `}`)}, nil
+	}
+	first, replayed, err := s.Run(ctx, key, "hash-a", fn)
+	if err != nil || replayed {
+		t.Fatalf("first run: replayed=%v err=%v", replayed, err)
+	}
+	for i := 0; i < 3; i++ {
+		again, replayed, err := s.Run(ctx, key, "hash-a", fn)
+		if err != nil || !replayed || string(again.Body) != string(first.Body) || again.Status != 200 {
+			t.Fatalf("retry %d: %+v replayed=%v err=%v", i, again, replayed, err)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("ran %d times", runs.Load())
+	}
+}
+
+// The payload hash is checked even when the record is already COMPLETED.
+func TestSameKeyWithADifferentRequestIsRefused(t *testing.T) {
+	s := newStore(t, clock.System{})
+	ctx := context.Background()
+	ok := func(context.Context) (idempotency.Result, error) { return idempotency.Result{Status: 200, Body: []byte(`{}`)}, nil }
+	if _, _, err := s.Run(ctx, key, "hash-a", ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Run(ctx, key, "hash-b", ok); !errs.Is(err, errs.KeyReused) {
+		t.Fatalf("got %v, want KeyReused", err)
+	}
+	other := key
+	other.Caller = "bob"
+	if _, replayed, err := s.Run(ctx, other, "hash-b", ok); err != nil || replayed {
+		t.Fatalf("another caller's key must be independent: replayed=%v err=%v", replayed, err)
+	}
+}
+
+func TestConcurrentRequestsWithOneKeyRunOnceAndAllGetTheSameAnswer(t *testing.T) {
+	s := newStore(t, clock.System{})
+	var runs atomic.Int32
+	var wg sync.WaitGroup
+	bodies := make([]string, 20)
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, _, err := s.Run(context.Background(), key, "h", func(context.Context) (idempotency.Result, error) {
+				runs.Add(1)
+				time.Sleep(50 * time.Millisecond) // the work takes a while; others must wait for it
+				return idempotency.Result{Status: 200, Body: []byte(`{"ok":true}`)}, nil
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			bodies[i] = string(res.Body)
+		}()
+	}
+	wg.Wait()
+	if runs.Load() != 1 {
+		t.Fatalf("ran %d times", runs.Load())
+	}
+	for i, b := range bodies {
+		if b != `{"ok":true}` {
+			t.Fatalf("request %d got %q", i, b)
+		}
+	}
+}
+
+func TestAFailedRunReleasesTheKey(t *testing.T) {
+	s := newStore(t, clock.System{})
+	ctx := context.Background()
+	if _, _, err := s.Run(ctx, key, "h", func(context.Context) (idempotency.Result, error) {
+		return idempotency.Result{}, errors.New("store down")
+	}); err == nil {
+		t.Fatal("error swallowed")
+	}
+	res, replayed, err := s.Run(ctx, key, "h", func(context.Context) (idempotency.Result, error) {
+		return idempotency.Result{Status: 201, Body: []byte(`{}`)}, nil
+	})
+	if err != nil || replayed || res.Status != 201 {
+		t.Fatalf("retry after failure: %+v replayed=%v err=%v", res, replayed, err)
+	}
+}
+
+// A request that crashed while holding the key blocks retries only until
+// its lease runs out; an expired record no longer replays.
+func TestLeasesAndExpiry(t *testing.T) {
+	clk := clock.NewSettable()
+	s := newStore(t, clk)
+	s.Wait = time.Millisecond
+	ctx := context.Background()
+	if _, _, err := s.Begin(ctx, key, "h"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Begin(ctx, key, "h"); !errs.Is(err, errs.Conflict) {
+		t.Fatalf("while leased: %v, want Conflict", err)
+	}
+	clk.Advance(31 * time.Second)
+	claim, stored, err := s.Begin(ctx, key, "h")
+	if err != nil || stored != nil || claim == nil {
+		t.Fatalf("after the lease: claim=%v stored=%v err=%v", claim, stored, err)
+	}
+	if err := s.Complete(ctx, claim, idempotency.Result{Status: 200, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(25 * time.Hour)
+	if claim, stored, err := s.Begin(ctx, key, "other-hash"); err != nil || stored != nil || claim == nil {
+		t.Fatalf("after expiry the key is free again: claim=%v stored=%v err=%v", claim, stored, err)
+	}
+}

@@ -1,0 +1,239 @@
+package dynamo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/idempotency"
+	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/reactions/dynamo"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func newEdges(t *testing.T) *dynamo.Edges {
+	t.Helper()
+	db, names, _ := testenv.DynamoDB(t)
+	return &dynamo.Edges{
+		DB: db, Table: names.Of(schema.Reactions),
+		Idempotency: &idempotency.Store{DB: db, Table: names.Of(schema.Idempotency), Clock: clock.Fixed(t0)},
+	}
+}
+
+func TestAddAndRemoveChangeStateOnceAndBumpTheVersion(t *testing.T) {
+	ctx := context.Background()
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "g1"}
+
+	e, changed, err := s.Add(ctx, ref, t0)
+	if err != nil || !changed || !e.Active() || e.Version != 1 || !e.CreatedAt.Equal(t0) {
+		t.Fatalf("first add: %+v changed=%v err=%v", e, changed, err)
+	}
+	e, changed, err = s.Add(ctx, ref, t0.Add(time.Minute))
+	if err != nil || changed || e.Version != 1 || !e.CreatedAt.Equal(t0) {
+		t.Fatalf("repeated add must change nothing and report the original time: %+v changed=%v err=%v", e, changed, err)
+	}
+	e, changed, err = s.Remove(ctx, ref, t0.Add(2*time.Minute))
+	if err != nil || !changed || e.Active() || e.Version != 2 {
+		t.Fatalf("remove: %+v changed=%v err=%v", e, changed, err)
+	}
+	if _, changed, _ = s.Remove(ctx, ref, t0.Add(3*time.Minute)); changed {
+		t.Fatal("removing a removed edge reported a change")
+	}
+	never := reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "never"}
+	if _, changed, err = s.Remove(ctx, never, t0); changed || err != nil {
+		t.Fatalf("removing an edge that never existed: changed=%v err=%v", changed, err)
+	}
+	e, changed, _ = s.Add(ctx, ref, t0.Add(4*time.Minute))
+	if !changed || e.Version != 3 || !e.CreatedAt.Equal(t0.Add(4*time.Minute)) {
+		t.Fatalf("re-adding: %+v changed=%v", e, changed)
+	}
+	got, err := s.Get(ctx, "alice", reactions.Favorite, []string{"g1", "never", "g1"})
+	if err != nil || len(got) != 2 || !got["g1"].Active() || got["never"].Active() || got["never"].Version != 0 {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+}
+
+// Conditional writes make exactly one of many concurrent favorites of the
+// same edge report a change.
+func TestConcurrentAddsOfOneEdgeChangeItOnce(t *testing.T) {
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "bob", Kind: reactions.Like, TargetID: "p1"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	changes := 0
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, changed, err := s.Add(context.Background(), ref, t0)
+			if err != nil {
+				t.Error(err)
+			}
+			if changed {
+				mu.Lock()
+				changes++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if changes != 1 {
+		t.Fatalf("%d adds reported a change, want exactly 1", changes)
+	}
+}
+
+// Goroutines favoriting and unfavoriting one edge: successful adds and
+// removes alternate, so the final state is the last successful write.
+func TestRacingAddsAndRemovesEndInTheLastSuccessfulWrite(t *testing.T) {
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "carol", Kind: reactions.Favorite, TargetID: "g9"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var adds, removes int
+	var lastVersion int64
+	lastActive := false
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(seed))
+			for i := 0; i < 25; i++ {
+				var e reactions.Edge
+				var changed bool
+				var err error
+				if rng.Intn(2) == 0 {
+					e, changed, err = s.Add(context.Background(), ref, t0)
+				} else {
+					e, changed, err = s.Remove(context.Background(), ref, t0)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if changed {
+					mu.Lock()
+					if e.Active() {
+						adds++
+					} else {
+						removes++
+					}
+					if e.Version > lastVersion {
+						lastVersion, lastActive = e.Version, e.Active()
+					}
+					mu.Unlock()
+				}
+			}
+		}(int64(g))
+	}
+	wg.Wait()
+	final, err := s.Get(context.Background(), ref.UserID, ref.Kind, []string{ref.TargetID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := final[ref.TargetID]
+	if e.Version != lastVersion || e.Active() != lastActive {
+		t.Fatalf("final %+v, last successful write had version %d active=%v", e, lastVersion, lastActive)
+	}
+	if want := adds - removes; want < 0 || want > 1 || (want == 1) != e.Active() {
+		t.Fatalf("%d successful adds and %d removes cannot end in active=%v", adds, removes, e.Active())
+	}
+	if int64(adds+removes) != e.Version {
+		t.Fatalf("version %d after %d state changes", e.Version, adds+removes)
+	}
+}
+
+// With an Idempotency-Key, the flip and the stored response commit
+// together: the record is COMPLETED with the response of the flip.
+func TestToggleCommitsTheIdempotencyRecordWithTheFlip(t *testing.T) {
+	ctx := context.Background()
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "dave", Kind: reactions.Like, TargetID: "p7"}
+	key := idempotency.Key{Route: "toggle-like", Caller: "dave", Value: "k1"}
+	claim, stored, err := s.Idempotency.Begin(ctx, key, "h")
+	if err != nil || stored != nil {
+		t.Fatalf("begin: %v %v", stored, err)
+	}
+	e, err := s.Toggle(ctx, ref, t0, &reactions.Commit{Claim: claim, Respond: func(after reactions.Edge) (idempotency.Result, error) {
+		body, _ := json.Marshal(map[string]bool{"liked": after.Active()})
+		return idempotency.Result{Status: 200, Body: body}, nil
+	}})
+	if err != nil || !e.Active() || e.Version != 1 {
+		t.Fatalf("toggle: %+v %v", e, err)
+	}
+	_, stored, err = s.Idempotency.Begin(ctx, key, "h")
+	if err != nil || stored == nil || string(stored.Body) != `{"liked":true}` {
+		t.Fatalf("retry must see the stored response: %+v %v", stored, err)
+	}
+	e, err = s.Toggle(ctx, ref, t0.Add(time.Second), nil)
+	if err != nil || e.Active() || e.Version != 2 {
+		t.Fatalf("second toggle: %+v %v", e, err)
+	}
+}
+
+func TestConcurrentTogglesAllApply(t *testing.T) {
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "erin", Kind: reactions.Like, TargetID: "p3"}
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Toggle(context.Background(), ref, t0, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, _ := s.Get(context.Background(), ref.UserID, ref.Kind, []string{ref.TargetID})
+	if e := got[ref.TargetID]; e.Version != 10 || e.Active() {
+		t.Fatalf("after 10 toggles: %+v, want version 10 and inactive", e)
+	}
+}
+
+func TestListIsNewestFirstPagedAndSkipsRemovedEdges(t *testing.T) {
+	ctx := context.Background()
+	s := newEdges(t)
+	for i := 0; i < 7; i++ {
+		ref := reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: fmt.Sprintf("g%d", i)}
+		if _, _, err := s.Add(ctx, ref, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A like and a removed favorite must not show up in the favorites list.
+	if _, _, err := s.Add(ctx, reactions.Ref{UserID: "fay", Kind: reactions.Like, TargetID: "p1"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(ctx, reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: "g3"}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var after reactions.Position
+	pages := 0
+	for {
+		page, err := s.List(ctx, "fay", reactions.Favorite, 2, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, e := range page.Edges {
+			got = append(got, e.TargetID)
+		}
+		if page.Next == nil {
+			break
+		}
+		after = page.Next
+	}
+	want := []string{"g6", "g5", "g4", "g2", "g1", "g0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || pages != 3 {
+		t.Fatalf("listed %v in %d pages, want %v in 3 (no empty last page)", got, pages, want)
+	}
+}
