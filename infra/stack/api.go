@@ -1,0 +1,139 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscognito"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+// APIProps configures the HTTP API.
+type APIProps struct {
+	Stage        string
+	Routes       []routes.Route
+	Functions    *Functions
+	JWTIssuer    string
+	JWTAudience  []string
+	LogRetention awslogs.RetentionDays
+	Protect      bool
+}
+
+// API owns the HTTP API: one route per declaration, each integrated with its
+// own function; Player routes behind a JWT authorizer, Service routes behind
+// IAM (SigV4).
+type API struct {
+	constructs.Construct
+	HttpApi awsapigatewayv2.HttpApi
+	// URL is the base URL of the API's default stage.
+	URL *string
+	// UserPool and UserPoolClient are nil when an external issuer is used.
+	UserPool       awscognito.UserPool
+	UserPoolClient awscognito.UserPoolClient
+}
+
+// NewAPI creates the API, its authorizers and routes.
+func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
+	a := &API{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	a.HttpApi = awsapigatewayv2.NewHttpApi(a.Construct, jsii.String("Http"), &awsapigatewayv2.HttpApiProps{
+		ApiName:     jsii.String("rally-" + props.Stage),
+		Description: jsii.String("Rally engagement API (" + props.Stage + ")"),
+		// The default stage is added below, with access logs.
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	accessLogs := awslogs.NewLogGroup(a.Construct, jsii.String("AccessLogs"), &awslogs.LogGroupProps{
+		Retention: props.LogRetention, RemovalPolicy: removal(props.Protect),
+	})
+	stage := a.HttpApi.AddStage(jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageOptions{
+		StageName:         jsii.String("$default"),
+		AutoDeploy:        jsii.Bool(true),
+		AccessLogSettings: &accessLogSettings{destination: awsapigatewayv2.NewLogGroupLogDestination(accessLogs)},
+	})
+	a.URL = stage.Url()
+
+	player := a.playerAuthorizer(props)
+	service := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	for _, r := range props.Routes {
+		var auth awsapigatewayv2.IHttpRouteAuthorizer = player
+		if r.Auth == routes.Service {
+			auth = service
+		}
+		fn := props.Functions.Get(r.Function)
+		a.HttpApi.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(r.Path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(constructID(r.Function)), fn, nil),
+			Authorizer:  auth,
+		})
+	}
+	return a
+}
+
+// playerAuthorizer validates player tokens: from the external issuer when
+// one is configured, otherwise from a user pool this stack creates.
+func (a *API) playerAuthorizer(props APIProps) awsapigatewayv2.IHttpRouteAuthorizer {
+	if props.JWTIssuer != "" {
+		return awsapigatewayv2authorizers.NewHttpJwtAuthorizer(jsii.String("Players"), jsii.String(props.JWTIssuer),
+			&awsapigatewayv2authorizers.HttpJwtAuthorizerProps{JwtAudience: jsii.Strings(props.JWTAudience...)})
+	}
+	a.UserPool = awscognito.NewUserPool(a.Construct, jsii.String("Players"), &awscognito.UserPoolProps{
+		SelfSignUpEnabled: jsii.Bool(true),
+		SignInAliases:     &awscognito.SignInAliases{Email: jsii.Bool(true)},
+		AutoVerify:        &awscognito.AutoVerifiedAttrs{Email: jsii.Bool(true)},
+		AccountRecovery:   awscognito.AccountRecovery_EMAIL_ONLY,
+		PasswordPolicy: &awscognito.PasswordPolicy{
+			MinLength:        jsii.Number(12),
+			RequireLowercase: jsii.Bool(true),
+			RequireUppercase: jsii.Bool(true),
+			RequireDigits:    jsii.Bool(true),
+			RequireSymbols:   jsii.Bool(true),
+		},
+		Mfa:                awscognito.Mfa_OPTIONAL,
+		MfaSecondFactor:    &awscognito.MfaSecondFactor{Otp: jsii.Bool(true), Sms: jsii.Bool(false)},
+		FeaturePlan:        awscognito.FeaturePlan_ESSENTIALS,
+		DeletionProtection: jsii.Bool(props.Protect),
+		RemovalPolicy:      removal(props.Protect),
+	})
+	suppress(a.UserPool, "COG2", "Players opt in to TOTP MFA; requiring it would block sign-up for a game "+
+		"audience. Deployments that need more set jwtIssuer to their own identity provider.")
+	suppress(a.UserPool, "COG3", "Threat protection (ENFORCED advanced security) needs the Cognito Plus plan, "+
+		"billed per monthly active user; this pool is a starting point and production deployments are "+
+		"expected to enable it or bring their own issuer (jwtIssuer).")
+	// A public client: game apps cannot keep a secret.
+	a.UserPoolClient = a.UserPool.AddClient(jsii.String("GameClient"), &awscognito.UserPoolClientOptions{
+		AuthFlows:                  &awscognito.AuthFlow{UserSrp: jsii.Bool(true)},
+		GenerateSecret:             jsii.Bool(false),
+		PreventUserExistenceErrors: jsii.Bool(true),
+		EnableTokenRevocation:      jsii.Bool(true),
+		DisableOAuth:               jsii.Bool(true),
+		AccessTokenValidity:        awscdk.Duration_Hours(jsii.Number(1)),
+		IdTokenValidity:            awscdk.Duration_Hours(jsii.Number(1)),
+		RefreshTokenValidity:       awscdk.Duration_Days(jsii.Number(30)),
+	})
+	return awsapigatewayv2authorizers.NewHttpUserPoolAuthorizer(jsii.String("Players"), a.UserPool,
+		&awsapigatewayv2authorizers.HttpUserPoolAuthorizerProps{UserPoolClients: &[]awscognito.IUserPoolClient{a.UserPoolClient}})
+}
+
+// accessLogSettings implements awsapigatewayv2.IAccessLogSettings.
+type accessLogSettings struct {
+	destination awsapigatewayv2.IAccessLogDestination
+}
+
+func (s *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return s.destination }
+
+// Format is one JSON object per request, with what an operator needs to
+// follow a request into the function's logs and traces.
+func (s *accessLogSettings) Format() awsapigateway.AccessLogFormat {
+	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId",` +
+		`"ip":"$context.identity.sourceIp","requestTime":"$context.requestTime",` +
+		`"routeKey":"$context.routeKey","status":"$context.status","protocol":"$context.protocol",` +
+		`"responseLength":"$context.responseLength","latencyMs":"$context.responseLatency",` +
+		`"integrationLatencyMs":"$context.integrationLatency","integrationError":"$context.integrationErrorMessage",` +
+		`"authorizerError":"$context.authorizer.error","lambdaRequestId":"$context.integration.requestId"}`))
+}

@@ -1,0 +1,201 @@
+package stack
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Function sizing. 512 MB buys enough CPU (Lambda scales CPU with memory)
+// to keep TLS handshakes to the cache and DynamoDB off the cold-start
+// latency; HTTP functions must finish well inside API Gateway's 30 s.
+const (
+	functionMemoryMB  = 512
+	routeTimeout      = 10 // seconds
+	processorTimeout  = 60 // seconds: a batch of hundreds of records with retries inside
+	defaultLogLevel   = "info"
+	cursorSecretBytes = 64
+)
+
+// FunctionsProps configures the functions.
+type FunctionsProps struct {
+	Stage        string
+	BuildDir     string
+	Routes       []routes.Route
+	Processors   []routes.Processor
+	Data         *Data
+	Cache        *Cache
+	LogRetention awslogs.RetentionDays
+	Protect      bool
+}
+
+// Functions owns one Lambda per declared route and processor, each with its
+// own role granted exactly what its declaration's Uses lists, and the
+// secret that signs pagination cursors.
+type Functions struct {
+	constructs.Construct
+	// CursorSecret holds the key that signs pagination cursors.
+	CursorSecret awssecretsmanager.Secret
+	byName       map[string]awslambda.Function
+}
+
+// spec is what a route and a processor have in common for their function.
+type spec struct {
+	name        string
+	description string
+	uses        routes.Uses
+	timeout     float64
+}
+
+// NewFunctions creates every function.
+func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *Functions {
+	f := &Functions{Construct: constructs.NewConstruct(scope, jsii.String(id)), byName: map[string]awslambda.Function{}}
+	f.CursorSecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("CursorSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Rally " + props.Stage + ": key that signs pagination cursors"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(cursorSecretBytes),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal(props.Protect),
+	})
+	suppress(f.CursorSecret, "SMG4", "The cursor key only signs short-lived pagination cursors; "+
+		"rotating it invalidates every cursor in flight, so it is rotated by redeploying a new secret value "+
+		"rather than on a schedule.")
+	for _, r := range props.Routes {
+		f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routeTimeout})
+	}
+	for _, p := range props.Processors {
+		f.add(props, spec{name: p.Function, description: p.Source.Name + " stream: " + p.Summary, uses: p.Uses, timeout: processorTimeout})
+	}
+	return f
+}
+
+// Get returns the function named fn; it panics for an undeclared name.
+func (f *Functions) Get(fn string) awslambda.Function {
+	l, ok := f.byName[fn]
+	if !ok {
+		panic(fmt.Sprintf("stack: function %s is not declared", fn))
+	}
+	return l
+}
+
+// Names lists the function names in a stable order.
+func (f *Functions) Names() []string {
+	names := make([]string, 0, len(f.byName))
+	for n := range f.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (f *Functions) add(props FunctionsProps, s spec) {
+	id := constructID(s.name)
+	scope := constructs.NewConstruct(f.Construct, jsii.String(id))
+	logs := awslogs.NewLogGroup(scope, jsii.String("Logs"), &awslogs.LogGroupProps{
+		Retention: props.LogRetention, RemovalPolicy: removal(props.Protect),
+	})
+	// An explicit role keeps AWS managed policies (which may write to any
+	// log group) off the function: it may write only its own log group.
+	role := awsiam.NewRole(scope, jsii.String("Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("Rally " + s.name),
+	})
+	logs.GrantWrite(role)
+
+	env := map[string]*string{
+		"RALLY_STAGE":     jsii.String(props.Stage),
+		"RALLY_TRACING":   jsii.String("true"),
+		"RALLY_LOG_LEVEL": jsii.String(defaultLogLevel),
+	}
+	fp := &awslambda.FunctionProps{
+		Description:  jsii.String(truncate(s.description, 256)),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.BuildDir, s.name)), nil),
+		MemorySize:   jsii.Number(functionMemoryMB),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(s.timeout)),
+		Tracing:      awslambda.Tracing_ACTIVE,
+		Role:         role,
+		LogGroup:     logs,
+		Environment:  &env,
+	}
+	if s.uses.Redis {
+		env["RALLY_REDIS_URL"] = props.Cache.URL
+		env["RALLY_REDIS_CLUSTER"] = jsii.String("true")
+		fp.Vpc = props.Cache.Vpc
+		fp.VpcSubnets = &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED}
+		fp.SecurityGroups = &[]awsec2.ISecurityGroup{props.Cache.FunctionSecurityGroup}
+		// The actions of AWSLambdaVPCAccessExecutionRole, inline: Lambda
+		// manages the function's network interfaces with them.
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions: jsii.Strings(
+				"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+				"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+			),
+			Resources: jsii.Strings("*"),
+		}))
+	}
+	if s.uses.Secrets {
+		env["RALLY_SECRET_ARN"] = f.CursorSecret.SecretArn()
+	}
+	writes := map[string]bool{}
+	for _, t := range s.uses.Writes {
+		writes[t.Name] = true
+	}
+	for _, t := range tablesOf(s.uses) {
+		env[t.EnvVar()] = props.Data.Table(t).TableName()
+	}
+
+	fn := awslambda.NewFunction(scope, jsii.String("Function"), fp)
+	for _, t := range tablesOf(s.uses) {
+		if writes[t.Name] {
+			props.Data.Table(t).GrantReadWriteData(fn)
+		} else {
+			props.Data.Table(t).GrantReadData(fn)
+		}
+	}
+	if s.uses.Secrets {
+		f.CursorSecret.GrantRead(fn, nil)
+	}
+	suppress(role, "IAM5", "Only actions without resource-level permissions use Resource '*': "+
+		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+
+		"Lambda needs for functions in the VPC, and dynamodb:ListStreams for stream processors. "+
+		"The stack tests assert no other action is granted on '*'.", "Resource::*")
+	suppress(role, "IAM5", "Functions may query every secondary index of a table they are granted; "+
+		"index ARNs are <table ARN>/index/<name>.", indexWildcard)
+	f.byName[s.name] = fn
+}
+
+// tablesOf lists the tables u touches, each once, writes first.
+func tablesOf(u routes.Uses) []schema.Table {
+	seen := map[string]bool{}
+	var out []schema.Table
+	for _, t := range append(append([]schema.Table{}, u.Writes...), u.Reads...) {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

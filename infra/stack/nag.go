@@ -1,0 +1,21 @@
+package stack
+
+import (
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// suppress records why a cdk-nag AwsSolutions finding does not apply to
+// construct and its children. appliesTo narrows a granular rule (IAM5) to
+// the listed findings: strings, or *cdknag.RegexAppliesTo.
+func suppress(construct any, rule, reason string, appliesTo ...any) {
+	s := &cdknag.NagPackSuppression{Id: jsii.String("AwsSolutions-" + rule), Reason: jsii.String(reason)}
+	if len(appliesTo) > 0 {
+		s.AppliesTo = &appliesTo
+	}
+	cdknag.NagSuppressions_AddResourceSuppressions(construct, &[]*cdknag.NagPackSuppression{s}, jsii.Bool(true))
+}
+
+// indexWildcard matches grants on a table's secondary indexes
+// (<table ARN>/index/*).
+var indexWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>\/index\/\*$/g`)}

@@ -1,0 +1,84 @@
+package stack
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// IteratorAgeThreshold is how far behind its stream a processor may fall
+// before someone is told: counts and leaderboards promise seconds of lag,
+// so minutes of sustained age means a stuck or retrying shard.
+const IteratorAgeThreshold = 2 * time.Minute
+
+// ObservabilityProps configures alarms.
+type ObservabilityProps struct {
+	Functions  *Functions
+	Processors *Processors
+	AlarmEmail string
+}
+
+// Observability owns the alarm topic and the alarms: a message in any
+// dead-letter queue, a processor falling behind its stream, and any
+// function error.
+type Observability struct {
+	constructs.Construct
+	Topic awssns.Topic
+}
+
+// NewObservability creates the topic and one alarm per failure signal.
+func NewObservability(scope constructs.Construct, id string, props ObservabilityProps) *Observability {
+	o := &Observability{Construct: constructs.NewConstruct(scope, jsii.String(id))}
+	key := awskms.NewKey(o.Construct, jsii.String("TopicKey"), &awskms.KeyProps{
+		Description:       jsii.String("Encrypts Rally alarm notifications"),
+		EnableKeyRotation: jsii.Bool(true),
+	})
+	// CloudWatch publishes alarms to the encrypted topic with this key.
+	key.GrantEncryptDecrypt(awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil))
+	o.Topic = awssns.NewTopic(o.Construct, jsii.String("Alarms"), &awssns.TopicProps{
+		DisplayName: jsii.String("Rally alarms"),
+		MasterKey:   key,
+		EnforceSSL:  jsii.Bool(true),
+	})
+	if props.AlarmEmail != "" {
+		o.Topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
+	}
+	notify := awscloudwatchactions.NewSnsAction(o.Topic)
+	alarm := func(id string, metric awscloudwatch.IMetric, threshold float64, periods float64, description string) {
+		a := awscloudwatch.NewAlarm(o.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			AlarmDescription:   jsii.String(description),
+		})
+		a.AddAlarmAction(notify)
+		a.AddOkAction(notify)
+	}
+
+	for _, fn := range props.Functions.Names() {
+		cid := constructID(fn)
+		alarm(cid+"Errors", props.Functions.Get(fn).MetricErrors(&awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
+		}), 1, 1, fn+" failed an invocation (crash, timeout or returned error)")
+	}
+	for _, fn := range props.Processors.Names() {
+		cid := constructID(fn)
+		alarm(cid+"DlqDepth", props.Processors.DeadLetterQueue(fn).MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
+		}), 1, 1, fn+" parked a batch in its dead-letter queue: inspect and redrive it")
+		alarm(cid+"IteratorAge", props.Functions.Get(fn).Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum"),
+		}), float64(IteratorAgeThreshold.Milliseconds()), 5, fn+" is more than "+IteratorAgeThreshold.String()+" behind its stream")
+	}
+	return o
+}

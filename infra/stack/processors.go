@@ -1,0 +1,92 @@
+package stack
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+// dlqRetention is the longest SQS keeps a message: an operator has two
+// weeks to inspect and redrive a failed batch.
+const dlqRetention = 14 * 24 * time.Hour
+
+// ProcessorsProps configures the stream processors.
+type ProcessorsProps struct {
+	Processors []routes.Processor
+	Functions  *Functions
+	Data       *Data
+}
+
+// Processors owns the event source mappings that feed each processor its
+// source table's stream, and each processor's dead-letter queue.
+type Processors struct {
+	constructs.Construct
+	dlqs map[string]awssqs.Queue
+}
+
+// NewProcessors maps each processor to its source stream.
+func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps) *Processors {
+	p := &Processors{
+		Construct: constructs.NewConstruct(scope, jsii.String(id)),
+		dlqs:      map[string]awssqs.Queue{},
+	}
+	for _, proc := range props.Processors {
+		cid := constructID(proc.Function)
+		dlq := awssqs.NewQueue(p.Construct, jsii.String(cid+"Dlq"), &awssqs.QueueProps{
+			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+			EnforceSSL:      jsii.Bool(true),
+			RetentionPeriod: seconds(dlqRetention),
+		})
+		suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
+			proc.Function+"'s event source mapping.")
+		source := awslambdaeventsources.NewDynamoEventSource(props.Data.Table(proc.Source), &awslambdaeventsources.DynamoEventSourceProps{
+			// TRIM_HORIZON: a processor deployed after writes began still
+			// sees every record the stream holds.
+			StartingPosition:  awslambda.StartingPosition_TRIM_HORIZON,
+			BatchSize:         jsii.Number(float64(proc.BatchSize)),
+			MaxBatchingWindow: seconds(proc.BatchWindow),
+			// Bisecting isolates a poison record so the rest of its batch
+			// still applies; retries and age bound how long it blocks the shard.
+			BisectBatchOnError:      jsii.Bool(true),
+			RetryAttempts:           jsii.Number(float64(proc.MaxRetries)),
+			MaxRecordAge:            seconds(proc.MaxRecordAge),
+			ReportBatchItemFailures: jsii.Bool(true),
+			OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
+		})
+		props.Functions.Get(proc.Function).AddEventSource(source)
+		p.dlqs[proc.Function] = dlq
+	}
+	return p
+}
+
+// Names lists the processors' function names in a stable order.
+func (p *Processors) Names() []string {
+	names := make([]string, 0, len(p.dlqs))
+	for n := range p.dlqs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// DeadLetterQueue returns the queue that holds fn's failed batches.
+func (p *Processors) DeadLetterQueue(fn string) awssqs.Queue {
+	q, ok := p.dlqs[fn]
+	if !ok {
+		panic(fmt.Sprintf("stack: processor %s is not declared", fn))
+	}
+	return q
+}
+
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}

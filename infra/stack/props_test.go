@@ -1,0 +1,128 @@
+package stack_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/rallyhq/rally/infra/stack"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func processorOn(name string, source schema.Table) routes.Processor {
+	p := routes.CounterProcessor
+	p.Function, p.Source = name, source
+	return p
+}
+
+// Declarations that cannot be deployed fail before anything is created,
+// with an error that says what to change.
+func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
+	extra := []string{"rank-processor", "export-processor", "games-processor"}
+	dir := t.TempDir()
+	if err := fakeBuild(dir, append(routes.Functions(), extra...)); err != nil {
+		t.Fatal(err)
+	}
+	valid := stack.Props{Stage: "dev", BuildDir: dir}
+	tests := []struct {
+		name   string
+		change func(*stack.Props)
+		want   []string
+	}{{
+		name: "three readers on one stream",
+		change: func(p *stack.Props) {
+			p.Processors = []routes.Processor{routes.CounterProcessor,
+				processorOn("rank-processor", schema.Reactions), processorOn("export-processor", schema.Reactions)}
+		},
+		want: []string{"table Reactions has 3 stream readers", "counter-processor, rank-processor, export-processor", "at most 2"},
+	}, {
+		name:   "processor on a table without a stream",
+		change: func(p *stack.Props) { p.Processors = []routes.Processor{processorOn("games-processor", schema.Games)} },
+		want:   []string{"games-processor reads table Games, which declares no stream"},
+	}, {
+		name: "unbounded retries",
+		change: func(p *stack.Props) {
+			proc := routes.CounterProcessor
+			proc.MaxRetries = -1
+			p.Processors = []routes.Processor{proc}
+		},
+		want: []string{"counter-processor: MaxRetries -1 must be 0-10000"},
+	}, {
+		name: "record age beyond the stream's reach",
+		change: func(p *stack.Props) {
+			proc := routes.CounterProcessor
+			proc.MaxRecordAge = 30 * 24 * time.Hour
+			p.Processors = []routes.Processor{proc}
+		},
+		want: []string{"counter-processor: MaxRecordAge 720h0m0s must be 1m-168h"},
+	}, {
+		name: "route using an undeclared table",
+		change: func(p *stack.Props) {
+			r := routes.PutGame
+			r.Uses.Writes = []schema.Table{{Name: "Unknown"}}
+			p.Routes = []routes.Route{r}
+		},
+		want: []string{"put-game uses table Unknown, which is not declared"},
+	}, {
+		name:   "stage not usable in resource names",
+		change: func(p *stack.Props) { p.Stage = "Prod_EU" },
+		want:   []string{`stage "Prod_EU"`},
+	}, {
+		name:   "issuer without audience",
+		change: func(p *stack.Props) { p.JWTIssuer = "https://auth.example.com/" },
+		want:   []string{"jwtIssuer and jwtAudience must be given together"},
+	}, {
+		name: "issuer not https",
+		change: func(p *stack.Props) {
+			p.JWTIssuer, p.JWTAudience = "http://auth.example.com/", []string{"game"}
+		},
+		want: []string{`jwtIssuer "http://auth.example.com/" must be an https URL`},
+	}, {
+		name:   "unknown cache engine",
+		change: func(p *stack.Props) { p.RedisEngine = "memcached" },
+		want:   []string{`redis engine "memcached"`},
+	}, {
+		name:   "functions not built",
+		change: func(p *stack.Props) { p.BuildDir = t.TempDir() },
+		want:   []string{"function favorite-game has no build", "run make build"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			props := valid
+			tc.change(&props)
+			app := awscdk.NewApp(nil)
+			s, err := stack.New(app, "Rally-invalid", props)
+			if !errors.Is(err, stack.ErrInvalidProps) {
+				t.Fatalf("New() = %v, %v; want an error wrapping ErrInvalidProps", s, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if n := len(*app.Node().Children()); n != 0 {
+				t.Errorf("a rejected stack left %d constructs in the app", n)
+			}
+		})
+	}
+}
+
+func TestRetentionFromDaysAcceptsOnlyCloudWatchPeriods(t *testing.T) {
+	for days, want := range map[int]awslogs.RetentionDays{
+		1: awslogs.RetentionDays_ONE_DAY, 30: awslogs.RetentionDays_ONE_MONTH, 3653: awslogs.RetentionDays_TEN_YEARS,
+	} {
+		if got, err := stack.RetentionFromDays(days); err != nil || got != want {
+			t.Errorf("RetentionFromDays(%d) = %v, %v; want %v", days, got, err, want)
+		}
+	}
+	for _, days := range []int{0, 31, -7} {
+		if _, err := stack.RetentionFromDays(days); !errors.Is(err, stack.ErrInvalidProps) {
+			t.Errorf("RetentionFromDays(%d) = %v; want ErrInvalidProps", days, err)
+		}
+	}
+}

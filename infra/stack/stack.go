@@ -1,0 +1,307 @@
+// Package stack is Rally's AWS deployment as CDK constructs: one construct
+// per concern (data, cache, functions, api, processors, observability),
+// composed by New into the Rally-<stage> stack. Every Lambda, route, grant,
+// event source mapping and alarm is derived from the declarations in
+// shared/routes and shared/schema; nothing here names a route or a table.
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// ErrInvalidProps is wrapped by every error New returns for props or
+// declarations that cannot be deployed.
+var ErrInvalidProps = errors.New("stack: invalid props")
+
+// MaxStreamReaders is how many event source mappings may read one DynamoDB
+// stream; a third reader is throttled by the stream's shard read limits.
+const MaxStreamReaders = 2
+
+// Redis engines ElastiCache Serverless offers.
+const (
+	EngineValkey = "valkey"
+	EngineRedis  = "redis"
+)
+
+// Props configures the Rally stack.
+type Props struct {
+	awscdk.StackProps
+	// Stage names the deployment (dev, staging, prod...): lowercase letters,
+	// digits and hyphens. It is passed to every function as RALLY_STAGE.
+	Stage string
+	// Protect turns on deletion protection and retains stateful resources
+	// (tables, user pool, secret, logs) when the stack is deleted.
+	Protect bool
+	// BuildDir holds <function>/bootstrap for every declared function.
+	BuildDir string
+	// JWTIssuer and JWTAudience select an external OIDC issuer for player
+	// routes. When both are empty the stack creates a Cognito user pool.
+	JWTIssuer   string
+	JWTAudience []string
+	// RedisEngine is EngineValkey (default) or EngineRedis.
+	RedisEngine string
+	// LogRetention applies to function, API access and VPC flow logs.
+	LogRetention awslogs.RetentionDays
+	// AlarmEmail, when set, subscribes an address to the alarm topic.
+	AlarmEmail string
+
+	// Routes, Processors and Tables default to routes.All,
+	// routes.Processors and schema.All; tests replace them.
+	Routes     []routes.Route
+	Processors []routes.Processor
+	Tables     []schema.Table
+}
+
+// Stack is the synthesized Rally stack and the constructs it composed, so
+// callers (and tests) can reach a table or function by its declaration.
+type Stack struct {
+	awscdk.Stack
+	Data          *Data
+	Cache         *Cache
+	Functions     *Functions
+	API           *API
+	Processors    *Processors
+	Observability *Observability
+}
+
+// New builds the Rally stack. It returns an error wrapping ErrInvalidProps,
+// before creating anything, when the props or the declarations cannot be
+// deployed (e.g. three processors on one stream, a missing build).
+func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
+	props = withDefaults(props)
+	if err := validate(props); err != nil {
+		return nil, err
+	}
+	sp := props.StackProps
+	if sp.Description == nil {
+		sp.Description = jsii.String(fmt.Sprintf("Rally engagement backend (%s)", props.Stage))
+	}
+	s := &Stack{Stack: awscdk.NewStack(scope, jsii.String(id), &sp)}
+	awscdk.Tags_Of(s.Stack).Add(jsii.String("rally:stage"), jsii.String(props.Stage), nil)
+
+	s.Data = NewData(s.Stack, "Data", DataProps{Tables: props.Tables, Protect: props.Protect})
+	s.Cache = NewCache(s.Stack, "Cache", CacheProps{
+		Stage:           props.Stage,
+		Engine:          props.RedisEngine,
+		LogRetention:    props.LogRetention,
+		Protect:         props.Protect,
+		SecretsEndpoint: needsSecretsEndpoint(props.Routes, props.Processors),
+	})
+	s.Functions = NewFunctions(s.Stack, "Functions", FunctionsProps{
+		Stage:        props.Stage,
+		BuildDir:     props.BuildDir,
+		Routes:       props.Routes,
+		Processors:   props.Processors,
+		Data:         s.Data,
+		Cache:        s.Cache,
+		LogRetention: props.LogRetention,
+		Protect:      props.Protect,
+	})
+	s.API = NewAPI(s.Stack, "Api", APIProps{
+		Stage:        props.Stage,
+		Routes:       props.Routes,
+		Functions:    s.Functions,
+		JWTIssuer:    props.JWTIssuer,
+		JWTAudience:  props.JWTAudience,
+		LogRetention: props.LogRetention,
+		Protect:      props.Protect,
+	})
+	s.Processors = NewProcessors(s.Stack, "Processors", ProcessorsProps{
+		Processors: props.Processors,
+		Functions:  s.Functions,
+		Data:       s.Data,
+	})
+	s.Observability = NewObservability(s.Stack, "Observability", ObservabilityProps{
+		Functions:  s.Functions,
+		Processors: s.Processors,
+		AlarmEmail: props.AlarmEmail,
+	})
+	s.addOutputs(props)
+	return s, nil
+}
+
+func withDefaults(p Props) Props {
+	if p.Routes == nil {
+		p.Routes = routes.All
+	}
+	if p.Processors == nil {
+		p.Processors = routes.Processors
+	}
+	if p.Tables == nil {
+		p.Tables = schema.All
+	}
+	if p.RedisEngine == "" {
+		p.RedisEngine = EngineValkey
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	return p
+}
+
+var stagePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+
+func validate(p Props) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidProps}, args...)...))
+	}
+	if !stagePattern.MatchString(p.Stage) {
+		// The stage names the serverless cache, which allows only lowercase
+		// letters, digits and hyphens.
+		bad("stage %q must be 1-20 lowercase letters, digits or hyphens, starting with a letter", p.Stage)
+	}
+	if p.RedisEngine != EngineValkey && p.RedisEngine != EngineRedis {
+		bad("redis engine %q must be %q or %q", p.RedisEngine, EngineValkey, EngineRedis)
+	}
+	if (p.JWTIssuer == "") != (len(p.JWTAudience) == 0) {
+		bad("jwtIssuer and jwtAudience must be given together (or neither, for a Cognito user pool)")
+	}
+	if p.JWTIssuer != "" {
+		if u, err := url.Parse(p.JWTIssuer); err != nil || u.Scheme != "https" || u.Host == "" {
+			bad("jwtIssuer %q must be an https URL", p.JWTIssuer)
+		}
+	}
+	declared := map[string]schema.Table{}
+	for _, t := range p.Tables {
+		declared[t.Name] = t
+	}
+	checkUses := func(fn string, u routes.Uses) {
+		for _, t := range append(append([]schema.Table{}, u.Reads...), u.Writes...) {
+			if _, ok := declared[t.Name]; !ok {
+				bad("function %s uses table %s, which is not declared in schema", fn, t.Name)
+			}
+		}
+	}
+	functions := map[string]bool{}
+	seen := func(fn string) {
+		if functions[fn] {
+			bad("function %s is declared twice", fn)
+		}
+		functions[fn] = true
+	}
+	routeKeys := map[string]bool{}
+	for _, r := range p.Routes {
+		seen(r.Function)
+		checkUses(r.Function, r.Uses)
+		if routeKeys[r.Key()] {
+			bad("route %s is declared twice", r.Key())
+		}
+		routeKeys[r.Key()] = true
+		if r.Auth != routes.Player && r.Auth != routes.Service {
+			bad("route %s has no auth kind", r.Key())
+		}
+	}
+	readers := map[string][]string{}
+	for _, proc := range p.Processors {
+		seen(proc.Function)
+		checkUses(proc.Function, proc.Uses)
+		src, ok := declared[proc.Source.Name]
+		switch {
+		case !ok:
+			bad("processor %s reads table %s, which is not declared in schema", proc.Function, proc.Source.Name)
+		case !src.Stream:
+			bad("processor %s reads table %s, which declares no stream", proc.Function, src.Name)
+		}
+		readers[proc.Source.Name] = append(readers[proc.Source.Name], proc.Function)
+		// Unbounded retries or record age would let one poison record block
+		// its shard for up to the stream's 24 h retention.
+		if proc.MaxRetries < 0 || proc.MaxRetries > 10000 {
+			bad("processor %s: MaxRetries %d must be 0-10000", proc.Function, proc.MaxRetries)
+		}
+		if proc.MaxRecordAge < time.Minute || proc.MaxRecordAge > 7*24*time.Hour {
+			bad("processor %s: MaxRecordAge %s must be 1m-168h", proc.Function, proc.MaxRecordAge)
+		}
+		if proc.BatchSize < 1 || proc.BatchSize > 10000 {
+			bad("processor %s: BatchSize %d must be 1-10000", proc.Function, proc.BatchSize)
+		}
+		if proc.BatchWindow < 0 || proc.BatchWindow > 5*time.Minute {
+			bad("processor %s: BatchWindow %s must be 0-5m", proc.Function, proc.BatchWindow)
+		}
+	}
+	for _, t := range p.Tables {
+		if fns := readers[t.Name]; len(fns) > MaxStreamReaders {
+			bad("table %s has %d stream readers (%s); at most %d may read one DynamoDB stream: merge processors or fan out from one",
+				t.Name, len(fns), strings.Join(fns, ", "), MaxStreamReaders)
+		}
+	}
+	for fn := range functions {
+		bootstrap := filepath.Join(p.BuildDir, fn, "bootstrap")
+		if _, err := os.Stat(bootstrap); err != nil {
+			bad("function %s has no build at %s (run make build): %v", fn, bootstrap, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// needsSecretsEndpoint reports whether any function runs in the VPC (it uses
+// Redis) and also reads the cursor secret: isolated subnets have no route
+// to Secrets Manager without an interface endpoint.
+func needsSecretsEndpoint(rs []routes.Route, ps []routes.Processor) bool {
+	for _, r := range rs {
+		if r.Uses.Redis && r.Uses.Secrets {
+			return true
+		}
+	}
+	for _, p := range ps {
+		if p.Uses.Redis && p.Uses.Secrets {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Stack) addOutputs(p Props) {
+	out := func(id string, value *string, description string) {
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{
+			Value: value, Description: jsii.String(description),
+		})
+	}
+	out("ApiUrl", s.API.URL, "Base URL of the Rally HTTP API")
+	if s.API.UserPool != nil {
+		out("UserPoolId", s.API.UserPool.UserPoolId(), "Cognito user pool that issues player tokens")
+		out("UserPoolClientId", s.API.UserPoolClient.UserPoolClientId(), "App client id (the token audience) for game clients")
+	}
+	for _, t := range p.Tables {
+		out("Table"+t.Name, s.Data.Table(t).TableName(), t.Name+" table: "+t.Purpose)
+	}
+	for _, proc := range p.Processors {
+		out("Dlq"+constructID(proc.Function), s.Processors.DeadLetterQueue(proc.Function).QueueUrl(),
+			"Dead-letter queue of "+proc.Function+": batches that exhausted their retries")
+	}
+	out("CacheEndpoint", s.Cache.URL, "ElastiCache Serverless endpoint (TLS)")
+	out("AlarmTopicArn", s.Observability.Topic.TopicArn(), "SNS topic every Rally alarm notifies")
+}
+
+// constructID turns a function name (favorite-game) into a construct id
+// (FavoriteGame).
+func constructID(name string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '-' || r == '_' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// removal is the removal policy of stateful resources.
+func removal(protect bool) awscdk.RemovalPolicy {
+	if protect {
+		return awscdk.RemovalPolicy_RETAIN
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}

@@ -1,0 +1,623 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func declaredTables() []schema.Table { return schema.All }
+
+// fnSpec is what the tests need from a route or processor declaration.
+type fnSpec struct {
+	name   string
+	uses   routes.Uses
+	source *schema.Table
+}
+
+func declaredFunctions() []fnSpec {
+	var out []fnSpec
+	for _, r := range routes.All {
+		out = append(out, fnSpec{name: r.Function, uses: r.Uses})
+	}
+	for _, p := range routes.Processors {
+		out = append(out, fnSpec{name: p.Function, uses: p.Uses, source: &p.Source})
+	}
+	return out
+}
+
+func TestOneLambdaPerDeclarationOnArm64AL2023WithActiveTracing(t *testing.T) {
+	want := len(routes.All) + len(routes.Processors)
+	for stage, s := range both() {
+		check(t, stage+": function count", func() {
+			s.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(float64(want)))
+		})
+		check(t, stage+": every function's runtime", func() {
+			s.template.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), like(
+				"Architectures", []any{"arm64"},
+				"Runtime", "provided.al2023",
+				"Handler", "bootstrap",
+				"TracingConfig", map[string]any{"Mode": "Active"},
+				"LoggingConfig", like("LogGroup", assertions.Match_AnyValue()),
+			))
+		})
+		for _, fn := range declaredFunctions() {
+			if _, ok := s.resources[s.functionID(fn.name)]; !ok {
+				t.Errorf("%s: no AWS::Lambda::Function for %s", stage, fn.name)
+			}
+		}
+	}
+}
+
+func TestFunctionEnvironmentFollowsUses(t *testing.T) {
+	for stage, s := range both() {
+		for _, fn := range declaredFunctions() {
+			env := environment(s, fn.name)
+			if env["RALLY_STAGE"] != strings.TrimPrefix(*s.stack.StackName(), "Rally-") {
+				t.Errorf("%s/%s: RALLY_STAGE=%v", stage, fn.name, env["RALLY_STAGE"])
+			}
+			var gotTables, wantTables []string
+			for k := range env {
+				if strings.HasPrefix(k, "RALLY_TABLE_") {
+					gotTables = append(gotTables, k)
+				}
+			}
+			for _, tb := range append(append([]schema.Table{}, fn.uses.Reads...), fn.uses.Writes...) {
+				if !slices.Contains(wantTables, tb.EnvVar()) {
+					wantTables = append(wantTables, tb.EnvVar())
+				}
+			}
+			sort.Strings(gotTables)
+			sort.Strings(wantTables)
+			if !slices.Equal(gotTables, wantTables) {
+				t.Errorf("%s/%s: table variables %v, want %v", stage, fn.name, gotTables, wantTables)
+			}
+			url, hasRedis := env["RALLY_REDIS_URL"]
+			if hasRedis != fn.uses.Redis {
+				t.Errorf("%s/%s: RALLY_REDIS_URL set=%v, uses Redis=%v", stage, fn.name, hasRedis, fn.uses.Redis)
+			}
+			if hasRedis {
+				raw, _ := json.Marshal(url)
+				if !strings.Contains(string(raw), `"rediss://"`) || env["RALLY_REDIS_CLUSTER"] != "true" {
+					t.Errorf("%s/%s: cache must be reached over TLS in cluster mode: %s cluster=%v", stage, fn.name, raw, env["RALLY_REDIS_CLUSTER"])
+				}
+			}
+			if _, has := env["RALLY_SECRET_ARN"]; has != fn.uses.Secrets {
+				t.Errorf("%s/%s: RALLY_SECRET_ARN set=%v, uses Secrets=%v", stage, fn.name, has, fn.uses.Secrets)
+			}
+		}
+	}
+}
+
+func environment(s *synthesized, fn string) map[string]any {
+	props := s.resources[s.functionID(fn)].Properties
+	env, _ := props["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	return vars
+}
+
+// routeFor finds the API route whose key is r.Key().
+func routeFor(t *testing.T, s *synthesized, r routes.Route) map[string]any {
+	t.Helper()
+	for _, res := range s.ofType("AWS::ApiGatewayV2::Route") {
+		if res.Properties["RouteKey"] == r.Key() {
+			return res.Properties
+		}
+	}
+	t.Fatalf("no API route %s", r.Key())
+	return nil
+}
+
+func TestEveryRouteHasItsOwnFunctionAndAuthorizer(t *testing.T) {
+	for stage, s := range both() {
+		check(t, stage+": route count", func() {
+			s.template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(routes.All))))
+		})
+		integrations := s.ofType("AWS::ApiGatewayV2::Integration")
+		authorizers := s.ofType("AWS::ApiGatewayV2::Authorizer")
+		for _, r := range routes.All {
+			props := routeFor(t, s, r)
+			switch r.Auth {
+			case routes.Player:
+				auth := authorizers[logicalID(props["AuthorizerId"])]
+				if props["AuthorizationType"] != "JWT" || auth.Properties["AuthorizerType"] != "JWT" {
+					t.Errorf("%s: player route %s: authorization %v via %v, want a JWT authorizer",
+						stage, r.Key(), props["AuthorizationType"], auth.Properties["AuthorizerType"])
+				}
+			case routes.Service:
+				if props["AuthorizationType"] != "AWS_IAM" || props["AuthorizerId"] != nil {
+					t.Errorf("%s: service route %s: authorization %v, want AWS_IAM", stage, r.Key(), props["AuthorizationType"])
+				}
+			}
+			// Target is "integrations/<IntegrationId>"; its URI names the function.
+			raw, _ := json.Marshal(props["Target"])
+			var target string
+			for id := range integrations {
+				if strings.Contains(string(raw), `"`+id+`"`) {
+					target = id
+				}
+			}
+			uri, _ := json.Marshal(integrations[target].Properties["IntegrationUri"])
+			if !strings.Contains(string(uri), `"`+s.functionID(r.Function)+`"`) {
+				t.Errorf("%s: route %s integrates %s, want function %s", stage, r.Key(), uri, r.Function)
+			}
+		}
+	}
+}
+
+func TestPlayerTokensComeFromTheUserPoolOrTheConfiguredIssuer(t *testing.T) {
+	check(t, "dev creates a user pool", func() {
+		dev.template.ResourceCountIs(jsii.String("AWS::Cognito::UserPool"), jsii.Number(1))
+	})
+	check(t, "dev authorizer trusts the pool and its client", func() {
+		dev.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), like(
+			"AuthorizerType", "JWT",
+			"JwtConfiguration", like(
+				"Audience", []any{dev.ref(dev.stack.API.UserPoolClient.UserPoolClientId())},
+				"Issuer", like("Fn::Join", assertions.Match_ArrayWith(&[]any{
+					assertions.Match_ArrayWith(&[]any{dev.ref(dev.stack.API.UserPool.UserPoolId())}),
+				})),
+			),
+		))
+	})
+	check(t, "prod has no user pool", func() {
+		prod.template.ResourceCountIs(jsii.String("AWS::Cognito::UserPool"), jsii.Number(0))
+	})
+	check(t, "prod authorizer trusts the external issuer", func() {
+		prod.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), like(
+			"AuthorizerType", "JWT",
+			"IdentitySource", []any{"$request.header.Authorization"},
+			"JwtConfiguration", map[string]any{"Issuer": prodIssuer, "Audience": []any{prodAudience}},
+		))
+	})
+	if _, ok := prod.outputs["UserPoolId"]; ok {
+		t.Error("prod outputs a user pool id, but uses an external issuer")
+	}
+	if _, ok := dev.outputs["UserPoolClientId"]; !ok {
+		t.Error("dev does not output the user pool client id game clients need")
+	}
+}
+
+func TestApiLogsEveryRequest(t *testing.T) {
+	for stage, s := range both() {
+		check(t, stage+": default stage with access logs", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), like(
+				"StageName", "$default",
+				"AutoDeploy", true,
+				"AccessLogSettings", like(
+					"DestinationArn", assertions.Match_AnyValue(),
+					"Format", assertions.Match_StringLikeRegexp(jsii.String(`\$context\.requestId`)),
+				),
+			))
+		})
+	}
+}
+
+func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
+	for stage, s := range both() {
+		mappings := s.ofType("AWS::Lambda::EventSourceMapping")
+		if len(mappings) != len(routes.Processors) {
+			t.Errorf("%s: %d event source mappings, want %d (one per processor)", stage, len(mappings), len(routes.Processors))
+		}
+		perStream := map[string]int{}
+		for _, m := range mappings {
+			raw, _ := json.Marshal(m.Properties["EventSourceArn"])
+			perStream[string(raw)]++
+		}
+		for stream, n := range perStream {
+			if n > 2 {
+				t.Errorf("%s: %d readers on stream %s, at most 2", stage, n, stream)
+			}
+		}
+		for _, p := range routes.Processors {
+			dlq := s.stack.Processors.DeadLetterQueue(p.Function)
+			check(t, stage+": mapping of "+p.Function, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), like(
+					"FunctionName", s.ref(s.stack.Functions.Get(p.Function).FunctionName()),
+					"EventSourceArn", s.ref(s.stack.Data.Table(p.Source).TableStreamArn()),
+					"StartingPosition", "TRIM_HORIZON",
+					"BatchSize", p.BatchSize,
+					"MaximumBatchingWindowInSeconds", p.BatchWindow.Seconds(),
+					"BisectBatchOnFunctionError", true,
+					"MaximumRetryAttempts", p.MaxRetries,
+					"MaximumRecordAgeInSeconds", p.MaxRecordAge.Seconds(),
+					"FunctionResponseTypes", []any{"ReportBatchItemFailures"},
+					"DestinationConfig", map[string]any{"OnFailure": map[string]any{"Destination": s.ref(dlq.QueueArn())}},
+				))
+			})
+			check(t, stage+": dead-letter queue of "+p.Function, func() {
+				s.template.HasResource(jsii.String("AWS::SQS::Queue"), like(
+					"Properties", like("SqsManagedSseEnabled", true, "MessageRetentionPeriod", 14*24*3600),
+				))
+			})
+			if _, ok := s.outputs["Dlq"+camel(p.Function)]; !ok {
+				t.Errorf("%s: no output with the dead-letter queue URL of %s", stage, p.Function)
+			}
+		}
+	}
+}
+
+func camel(name string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(name, "-") {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+func TestTablesFollowTheSchema(t *testing.T) {
+	for stage, s := range both() {
+		check(t, stage+": table count", func() {
+			s.template.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(float64(len(schema.All))))
+		})
+		for id, name := range s.tableIDs() {
+			decl, _ := schema.ByName(name)
+			props := s.resources[id].Properties
+			pitr, _ := props["PointInTimeRecoverySpecification"].(map[string]any)
+			if pitr["PointInTimeRecoveryEnabled"] != true {
+				t.Errorf("%s/%s: point-in-time recovery is off", stage, name)
+			}
+			if props["BillingMode"] != "PAY_PER_REQUEST" {
+				t.Errorf("%s/%s: billing %v, want on-demand", stage, name, props["BillingMode"])
+			}
+			stream, _ := props["StreamSpecification"].(map[string]any)
+			if got := stream["StreamViewType"]; (got == "NEW_AND_OLD_IMAGES") != decl.Stream || (!decl.Stream && got != nil) {
+				t.Errorf("%s/%s: stream %v, declared stream=%v", stage, name, got, decl.Stream)
+			}
+			ttl, _ := props["TimeToLiveSpecification"].(map[string]any)
+			if decl.TTLAttribute != "" && (ttl["AttributeName"] != decl.TTLAttribute || ttl["Enabled"] != true) {
+				t.Errorf("%s/%s: TTL %v, want on %s", stage, name, ttl, decl.TTLAttribute)
+			}
+			if decl.TTLAttribute == "" && ttl != nil {
+				t.Errorf("%s/%s: TTL %v, but none is declared", stage, name, ttl)
+			}
+			keys, _ := json.Marshal(props["KeySchema"])
+			if !strings.Contains(string(keys), `{"AttributeName":"`+decl.PartitionKey.Name+`","KeyType":"HASH"}`) {
+				t.Errorf("%s/%s: key schema %s, want partition key %s", stage, name, keys, decl.PartitionKey.Name)
+			}
+			if got, want := indexNames(props["GlobalSecondaryIndexes"]), declaredIndexNames(decl.GlobalIndexes); !slices.Equal(got, want) {
+				t.Errorf("%s/%s: global indexes %v, want %v", stage, name, got, want)
+			}
+			if got, want := indexNames(props["LocalSecondaryIndexes"]), declaredIndexNames(decl.LocalIndexes); !slices.Equal(got, want) {
+				t.Errorf("%s/%s: local indexes %v, want %v", stage, name, got, want)
+			}
+			protected := stage == "prod"
+			if (props["DeletionProtectionEnabled"] == true) != protected {
+				t.Errorf("%s/%s: deletion protection %v, want %v", stage, name, props["DeletionProtectionEnabled"], protected)
+			}
+			if want := map[bool]string{true: "Retain", false: "Delete"}[protected]; s.resources[id].DeletionPolicy != want {
+				t.Errorf("%s/%s: deletion policy %q, want %q", stage, name, s.resources[id].DeletionPolicy, want)
+			}
+			if _, ok := s.outputs["Table"+name]; !ok {
+				t.Errorf("%s: no output with the name of table %s", stage, name)
+			}
+		}
+	}
+}
+
+func indexNames(v any) []string {
+	list, _ := v.([]any)
+	var names []string
+	for _, ix := range list {
+		m, _ := ix.(map[string]any)
+		names = append(names, m["IndexName"].(string))
+	}
+	sort.Strings(names)
+	return names
+}
+
+func declaredIndexNames(ixs []schema.Index) []string {
+	var names []string
+	for _, ix := range ixs {
+		names = append(names, ix.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestServerlessCacheAdmitsOnlyRallyFunctions(t *testing.T) {
+	for stage, s := range both() {
+		engine := map[string]string{"dev": "valkey", "prod": "redis"}[stage]
+		functionSG := s.ref(s.stack.Cache.FunctionSecurityGroup.SecurityGroupId())
+		caches := s.ofType("AWS::ElastiCache::ServerlessCache")
+		if len(caches) != 1 {
+			t.Fatalf("%s: %d serverless caches, want 1", stage, len(caches))
+		}
+		var cacheSGs []any
+		for _, c := range caches {
+			if c.Properties["Engine"] != engine {
+				t.Errorf("%s: cache engine %v, want %s", stage, c.Properties["Engine"], engine)
+			}
+			if subnets, _ := c.Properties["SubnetIds"].([]any); len(subnets) != 2 {
+				t.Errorf("%s: cache in %d subnets, want 2 (two AZs)", stage, len(subnets))
+			}
+			cacheSGs, _ = c.Properties["SecurityGroupIds"].([]any)
+		}
+		if len(cacheSGs) != 1 {
+			t.Fatalf("%s: cache has security groups %v, want one", stage, cacheSGs)
+		}
+		cacheSG := logicalID(cacheSGs[0])
+		if inline := s.resources[cacheSG].Properties["SecurityGroupIngress"]; inline != nil {
+			t.Errorf("%s: cache security group has inline ingress %v", stage, inline)
+		}
+		var admitted []any
+		for _, rule := range s.ofType("AWS::EC2::SecurityGroupIngress") {
+			if logicalID(rule.Properties["GroupId"]) == cacheSG {
+				admitted = append(admitted, rule.Properties["SourceSecurityGroupId"])
+				if rule.Properties["FromPort"] != 6379.0 || rule.Properties["ToPort"] != 6380.0 {
+					t.Errorf("%s: cache ingress on ports %v-%v, want 6379-6380", stage, rule.Properties["FromPort"], rule.Properties["ToPort"])
+				}
+			}
+		}
+		if raw, _ := json.Marshal(admitted); len(admitted) != 1 || logicalID(admitted[0]) != logicalID(functionSG) {
+			t.Errorf("%s: cache admits %s, want only the functions' security group", stage, raw)
+		}
+		check(t, stage+": isolated network", func() {
+			s.template.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(0))
+			s.template.ResourceCountIs(jsii.String("AWS::EC2::InternetGateway"), jsii.Number(0))
+			s.template.ResourceCountIs(jsii.String("AWS::EC2::Subnet"), jsii.Number(2))
+			s.template.AllResourcesProperties(jsii.String("AWS::EC2::Subnet"), like("MapPublicIpOnLaunch", false))
+		})
+		check(t, stage+": DynamoDB gateway endpoint", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), like(
+				"VpcEndpointType", "Gateway",
+				"ServiceName", like("Fn::Join", assertions.Match_ArrayWith(&[]any{
+					assertions.Match_ArrayWith(&[]any{".dynamodb"}),
+				})),
+			))
+		})
+		if _, ok := s.outputs["CacheEndpoint"]; !ok {
+			t.Errorf("%s: no cache endpoint output", stage)
+		}
+	}
+}
+
+func TestOnlyRedisUsersRunInTheVpc(t *testing.T) {
+	for stage, s := range both() {
+		functionSG := logicalID(s.ref(s.stack.Cache.FunctionSecurityGroup.SecurityGroupId()))
+		for _, fn := range declaredFunctions() {
+			vpc, inVPC := s.resources[s.functionID(fn.name)].Properties["VpcConfig"].(map[string]any)
+			if inVPC != fn.uses.Redis {
+				t.Errorf("%s/%s: in VPC=%v, uses Redis=%v", stage, fn.name, inVPC, fn.uses.Redis)
+				continue
+			}
+			if inVPC {
+				sgs, _ := vpc["SecurityGroupIds"].([]any)
+				if len(sgs) != 1 || logicalID(sgs[0]) != functionSG {
+					t.Errorf("%s/%s: security groups %v, want the functions' group", stage, fn.name, sgs)
+				}
+			}
+		}
+	}
+}
+
+// wildcardActions are the only actions that may be granted on "*": none of
+// them supports resource-level permissions.
+var wildcardActions = []string{
+	"xray:PutTraceSegments", "xray:PutTelemetryRecords",
+	"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+	"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+	"dynamodb:ListStreams",
+}
+
+var dynamoWrites = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+
+type statement struct {
+	Effect   string
+	Action   any
+	Resource any
+}
+
+func strs(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func resourceList(v any) []any {
+	if list, ok := v.([]any); ok {
+		return list
+	}
+	return []any{v}
+}
+
+// statementsOf returns every statement of every policy attached to fn's role.
+func statementsOf(s *synthesized, fn string) []statement {
+	role := s.roleID(fn)
+	var out []statement
+	for _, p := range s.ofType("AWS::IAM::Policy") {
+		attached := false
+		for _, r := range resourceList(p.Properties["Roles"]) {
+			attached = attached || logicalID(r) == role
+		}
+		if !attached {
+			continue
+		}
+		raw, _ := json.Marshal(p.Properties["PolicyDocument"])
+		var doc struct{ Statement []statement }
+		_ = json.Unmarshal(raw, &doc)
+		out = append(out, doc.Statement...)
+	}
+	return out
+}
+
+// tablesIn returns the declared tables a resource expression refers to
+// (table ARN, index ARN or stream ARN).
+func tablesIn(expr any, tables map[string]string) []string {
+	raw, _ := json.Marshal(expr)
+	var names []string
+	for id, name := range tables {
+		if strings.Contains(string(raw), `"`+id+`"`) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
+	for stage, s := range both() {
+		tables := s.tableIDs()
+		secret := logicalID(s.ref(s.stack.Functions.CursorSecret.SecretArn()))
+		for _, fn := range declaredFunctions() {
+			if managed := s.resources[s.roleID(fn.name)].Properties["ManagedPolicyArns"]; managed != nil {
+				t.Errorf("%s/%s: role has managed policies %v", stage, fn.name, managed)
+			}
+			reads, writes := map[string]bool{}, map[string]bool{}
+			for _, tb := range fn.uses.Reads {
+				reads[tb.Name] = true
+			}
+			for _, tb := range fn.uses.Writes {
+				writes[tb.Name] = true
+			}
+			granted := map[string]bool{}
+			writable := map[string]bool{}
+			indexGranted := map[string]bool{}
+			secretGranted := false
+			for _, st := range statementsOf(s, fn.name) {
+				actions := strs(st.Action)
+				for _, res := range resourceList(st.Resource) {
+					if res == "*" {
+						for _, a := range actions {
+							if !slices.Contains(wildcardActions, a) {
+								t.Errorf("%s/%s: %s granted on every resource", stage, fn.name, a)
+							}
+						}
+						continue
+					}
+					if logicalID(res) == secret || strings.Contains(mustJSON(res), `"`+secret+`"`) {
+						secretGranted = true
+					}
+					for _, name := range tablesIn(res, tables) {
+						isStream := strings.Contains(mustJSON(res), "StreamArn")
+						if isStream {
+							if fn.source == nil || fn.source.Name != name {
+								t.Errorf("%s/%s: granted the %s stream, which it does not process", stage, fn.name, name)
+							}
+							continue
+						}
+						granted[name] = true
+						if strings.Contains(mustJSON(res), "/index/*") {
+							indexGranted[name] = true
+						}
+						for _, a := range actions {
+							if slices.Contains(dynamoWrites, a) {
+								writable[name] = true
+							}
+						}
+					}
+				}
+			}
+			for name := range granted {
+				if !reads[name] && !writes[name] {
+					t.Errorf("%s/%s: granted table %s, which its declaration does not use", stage, fn.name, name)
+				}
+			}
+			for _, tb := range tablesOfUses(fn.uses) {
+				if !granted[tb.Name] {
+					t.Errorf("%s/%s: not granted table %s, which it uses", stage, fn.name, tb.Name)
+				}
+				if writable[tb.Name] != writes[tb.Name] {
+					t.Errorf("%s/%s: can write %s=%v, declared write=%v", stage, fn.name, tb.Name, writable[tb.Name], writes[tb.Name])
+				}
+				hasIndexes := len(tb.LocalIndexes)+len(tb.GlobalIndexes) > 0
+				if hasIndexes && !indexGranted[tb.Name] {
+					t.Errorf("%s/%s: cannot query the indexes of %s", stage, fn.name, tb.Name)
+				}
+			}
+			if secretGranted != fn.uses.Secrets {
+				t.Errorf("%s/%s: can read the cursor secret=%v, uses Secrets=%v", stage, fn.name, secretGranted, fn.uses.Secrets)
+			}
+		}
+	}
+}
+
+func tablesOfUses(u routes.Uses) []schema.Table {
+	var out []schema.Table
+	for _, tb := range append(append([]schema.Table{}, u.Writes...), u.Reads...) {
+		if !slices.ContainsFunc(out, func(x schema.Table) bool { return x.Name == tb.Name }) {
+			out = append(out, tb)
+		}
+	}
+	return out
+}
+
+func mustJSON(v any) string {
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+func TestAlarmsCoverErrorsDeadLettersAndStreamLag(t *testing.T) {
+	for stage, s := range both() {
+		topic := s.ref(s.stack.Observability.Topic.TopicArn())
+		check(t, stage+": every alarm notifies the topic", func() {
+			s.template.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+				"AlarmActions", []any{topic},
+				"TreatMissingData", "notBreaching",
+			))
+		})
+		check(t, stage+": topic encrypted", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::SNS::Topic"), like("KmsMasterKeyId", assertions.Match_AnyValue()))
+		})
+		for _, fn := range declaredFunctions() {
+			dims := []any{map[string]any{"Name": "FunctionName", "Value": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}}
+			check(t, stage+": errors alarm of "+fn.name, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+					"Namespace", "AWS/Lambda", "MetricName", "Errors", "Dimensions", dims, "Threshold", 1,
+				))
+			})
+		}
+		for _, p := range routes.Processors {
+			fnDims := []any{map[string]any{"Name": "FunctionName", "Value": s.ref(s.stack.Functions.Get(p.Function).FunctionName())}}
+			check(t, stage+": iterator age alarm of "+p.Function, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+					"Namespace", "AWS/Lambda", "MetricName", "IteratorAge", "Dimensions", fnDims, "Statistic", "Maximum",
+				))
+			})
+			queueDims := []any{map[string]any{"Name": "QueueName", "Value": s.ref(s.stack.Processors.DeadLetterQueue(p.Function).QueueName())}}
+			check(t, stage+": dead-letter alarm of "+p.Function, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+					"Namespace", "AWS/SQS", "MetricName", "ApproximateNumberOfMessagesVisible", "Dimensions", queueDims,
+					"ComparisonOperator", "GreaterThanOrEqualToThreshold", "Threshold", 1,
+				))
+			})
+		}
+	}
+	check(t, "prod emails the on-call address", func() {
+		prod.template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), like("Protocol", "email", "Endpoint", prodEmail))
+	})
+	check(t, "dev has no email subscription", func() {
+		dev.template.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+	})
+}
+
+func TestAwsSolutionsChecksPass(t *testing.T) {
+	for stage, s := range both() {
+		annotations := assertions.Annotations_FromStack(s.stack.Stack)
+		for _, e := range *annotations.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+			t.Errorf("%s: %s: %v", stage, *e.Id, e.Entry.Data)
+		}
+		// The suppressed findings prove the checks ran over this stack.
+		ignored := annotations.FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-IAM5.*was triggered but suppressed")))
+		if len(*ignored) == 0 {
+			t.Errorf("%s: no AwsSolutions findings recorded at all: were the checks applied?", stage)
+		}
+	}
+}
