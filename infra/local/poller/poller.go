@@ -501,6 +501,12 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
+// Redrive replays the processor's parked batches through its handler and
+// keeps only those that still fail.
+func (p *Poller) Redrive(ctx context.Context) (RedriveResult, error) {
+	return p.opts.DLQ.Redrive(ctx, p.Function(), p.opts.Handler)
+}
+
 func (p *Poller) isPaused() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

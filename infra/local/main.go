@@ -1,0 +1,117 @@
+// Command local runs Rally's local stack (`make dev`): DynamoDB Local,
+// Redis, the tables, every route behind a local API Gateway with JWT and
+// SigV4 authorizers, and the stream processors fed by pollers. Ctrl-C stops
+// everything it started.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/dynamodblocal"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func main() {
+	port := flag.Int("port", 3000, "port of the local API on localhost")
+	persist := flag.Bool("persist", false, "keep DynamoDB Local's data in .local/dynamodb across restarts")
+	endpoint := flag.String("dynamodb-endpoint", "", "use this running DynamoDB instead of starting DynamoDB Local")
+	stateDir := flag.String("state", ".local", "directory for the DLQ, analytics output and persisted data")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stopWithParent()
+	started := time.Now()
+	s, err := stack.Start(ctx, stack.Options{
+		Port:             *port,
+		Persist:          *persist,
+		DynamoDBEndpoint: *endpoint,
+		RedisURL:         os.Getenv("REDIS_URL"),
+		StateDir:         *stateDir,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rally:", explain(err))
+		os.Exit(1)
+	}
+	banner(os.Stdout, s, time.Since(started))
+	<-ctx.Done()
+	stop() // a second Ctrl-C now kills at once; children die with us
+	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "rally:", err)
+		os.Exit(1)
+	}
+}
+
+func explain(err error) string {
+	switch {
+	case errors.Is(err, dynamodblocal.ErrNoJava), errors.Is(err, dynamodblocal.ErrNoJar):
+		return err.Error() + "\n(or point -dynamodb-endpoint at a running DynamoDB)"
+	case errors.Is(err, syscall.EADDRINUSE):
+		return err.Error() + "\n(another process uses the port; choose one with -port or make dev ARGS=-port=3001)"
+	}
+	return err.Error()
+}
+
+func banner(w io.Writer, s *stack.Stack, took time.Duration) {
+	info := s.Info()
+	ddb := info.DynamoDBEndpoint + " (given endpoint)"
+	if info.DynamoDBPID != 0 {
+		where := "in memory"
+		if info.Persisted != "" {
+			where = "persisted in " + info.Persisted
+		}
+		ddb = fmt.Sprintf("DynamoDB Local %s (pid %d, %s)", info.DynamoDBEndpoint, info.DynamoDBPID, where)
+	}
+	fmt.Fprintf(w, "rally: local stack ready in %.1fs\n\n", took.Seconds())
+	fmt.Fprintf(w, "  API          %s  (%d routes, OpenAPI at %s/openapi.json)\n", info.URL, info.Routes, info.URL)
+	fmt.Fprintf(w, "  DynamoDB     %s\n", ddb)
+	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)
+	fmt.Fprintf(w, "  processors   %s (stream pollers; DLQ in %s/dlq)\n", strings.Join(info.Processors, ", "), info.StateDir)
+	fmt.Fprintf(w, "  analytics    %s/analytics/\n", info.StateDir)
+	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
+	if len(info.Unbound) > 0 {
+		fmt.Fprintf(w, "  not bound    %s (answer 500 until shared/app binds them)\n", strings.Join(info.Unbound, ", "))
+	}
+	token, err := s.Token("alice")
+	if err != nil {
+		token = "$(curl -s -X POST " + info.URL + `/_local/token -d '{"sub":"alice"}' | jq -r .token)`
+	}
+	game := fill(routes.FavoriteGame.Path, "space-race")
+	fmt.Fprintf(w, "\nTry it (a token for player alice, valid 1h; mint others with POST /_local/token {\"sub\":\"bob\"}):\n\n")
+	fmt.Fprintf(w, "  export TOKEN=%s\n", token)
+	fmt.Fprintf(w, "  curl -X %s -H \"Authorization: Bearer $TOKEN\" %s%s\n", routes.FavoriteGame.Method, info.URL, game)
+	fmt.Fprintf(w, "  curl -H \"Authorization: Bearer $TOKEN\" %s%s\n", info.URL, fill(routes.CountFavorites.Path, "space-race"))
+	fmt.Fprintf(w, "  curl -X %s --aws-sigv4 \"aws:amz:us-east-1:execute-api\" --user %s:%s \\\n      -H 'Content-Type: application/json' -d '{\"title\":\"Space Race\",\"thumbnail_url\":\"https://example.com/space-race.png\"}' %s%s\n",
+		routes.PutGame.Method, envOr(stack.AccessKeyEnv, stack.DefaultAccessKey), envOr(stack.SecretKeyEnv, stack.DefaultSecretKey),
+		info.URL, fill(routes.PutGame.Path, "space-race"))
+	fmt.Fprintf(w, "\nCtrl-C stops everything. Request logs follow, one JSON line each.\n\n")
+}
+
+// fill replaces every {param} of a route path with value.
+func fill(path, value string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "{") {
+			parts[i] = value
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

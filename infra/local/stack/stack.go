@@ -1,0 +1,522 @@
+// Package stack is Rally's local stack as a library: DynamoDB Local (or a
+// given endpoint), Redis (embedded miniredis or a given URL), the tables
+// from shared/schema, the real handlers from shared/app behind a local API
+// Gateway (JWT and SigV4 authorizers), and a poller per stream processor.
+// `go run ./infra/local` runs it for development; testenv.Stack runs it in
+// end-to-end tests.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/dynamodblocal"
+	"github.com/rallyhq/rally/infra/local/gateway"
+	"github.com/rallyhq/rally/infra/local/poller"
+	"github.com/rallyhq/rally/infra/local/tables"
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Local credentials, audience and region.
+const (
+	AccessKeyEnv     = "RALLY_LOCAL_ACCESS_KEY_ID"
+	SecretKeyEnv     = "RALLY_LOCAL_SECRET_ACCESS_KEY"
+	DefaultAccessKey = "rallylocal"
+	DefaultSecretKey = "rallylocalsecret"
+	Audience         = "rally-local"
+	Region           = authorizer.Region
+)
+
+// Options configures Start. The zero value is `make dev`'s defaults except
+// for the port (0 picks a free one).
+type Options struct {
+	// Port for the gateway on localhost; 0 picks a free one.
+	Port int
+	// DynamoDBEndpoint uses a running DynamoDB instead of starting
+	// DynamoDB Local.
+	DynamoDBEndpoint string
+	// Persist keeps DynamoDB Local's data in <StateDir>/dynamodb.
+	Persist bool
+	// RedisURL uses this Redis; empty starts an embedded miniredis.
+	RedisURL string
+	// StateDir holds dlq/, analytics/ and the persisted database
+	// (default .local).
+	StateDir string
+	// Tables names the physical tables; empty means schema.NamesFromEnv
+	// with TablePrefix.
+	Tables      schema.Names
+	TablePrefix string
+	// AccessKeyID and SecretAccessKey are the credentials service routes
+	// must be signed with (default from RALLY_LOCAL_* or rallylocal /
+	// rallylocalsecret).
+	AccessKeyID, SecretAccessKey string
+	// Handlers and Processors replace the handler bound in shared/app for
+	// the named functions (tests).
+	Handlers   map[string]api.Handler
+	Processors map[string]streams.Handler
+	// Configure adjusts the handlers' configuration (limits, ...).
+	Configure func(*config.Config)
+	// RetryBase and RetryMax bound the pollers' retry backoff (defaults
+	// 100ms and 5s).
+	RetryBase, RetryMax time.Duration
+	// Log receives one JSON line per request and the handlers' logs
+	// (default stdout).
+	Log io.Writer
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	opts     Options
+	url      string
+	stateDir string
+	log      *slog.Logger
+
+	ddbLocal  *dynamodblocal.Server
+	ddbURL    string
+	mini      *miniredis.Miniredis
+	redisURL  string
+	db        *dynamodb.Client
+	names     schema.Names
+	clock     *clock.Settable
+	deps      *app.Deps
+	jwt       *authorizer.JWT
+	iam       *authorizer.IAM
+	dlq       *poller.DLQ
+	pollers   []*poller.Poller
+	unbound   []string
+	server    *http.Server
+	listeners []net.Listener
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closeErr error
+	once     sync.Once
+}
+
+// Start brings the stack up and returns once the gateway accepts requests.
+// On error everything started so far is stopped.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if opts.StateDir == "" {
+		opts.StateDir = ".local"
+	}
+	if opts.Log == nil {
+		opts.Log = os.Stdout
+	}
+	if opts.AccessKeyID == "" {
+		opts.AccessKeyID = envOr(AccessKeyEnv, DefaultAccessKey)
+	}
+	if opts.SecretAccessKey == "" {
+		opts.SecretAccessKey = envOr(SecretKeyEnv, DefaultSecretKey)
+	}
+	s := &Stack{opts: opts, stateDir: opts.StateDir, clock: clock.NewSettable(),
+		log: slog.New(slog.NewJSONHandler(opts.Log, nil))}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	for _, dir := range []string{"dlq", "analytics"} {
+		if err := os.MkdirAll(filepath.Join(s.stateDir, dir), 0o755); err != nil {
+			return nil, fmt.Errorf("stack: create %s: %w", dir, err)
+		}
+	}
+
+	// The listener comes first: the issuer URL carries the port.
+	if err := s.listen(opts.Port); err != nil {
+		return nil, err
+	}
+
+	// DynamoDB Local's JVM is the slow part; everything else happens while
+	// it starts.
+	ddbDone := make(chan error, 1)
+	go func() { ddbDone <- s.startDynamoDB(ctx) }()
+	var jwtErr error
+	if s.jwt, jwtErr = authorizer.NewJWT(s.url+"/_local", Audience); jwtErr != nil {
+		<-ddbDone
+		return nil, jwtErr
+	}
+	s.iam = authorizer.NewIAM(opts.AccessKeyID, opts.SecretAccessKey)
+	if err := s.startRedis(); err != nil {
+		<-ddbDone
+		return nil, err
+	}
+	if err := <-ddbDone; err != nil {
+		return nil, err
+	}
+
+	s.db = dynamodb.New(dynamodb.Options{
+		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+	s.names = opts.Tables
+	if s.names == nil {
+		s.names = schema.NamesFromEnv(opts.TablePrefix)
+	}
+	if err := tables.Create(ctx, s.db, s.names); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+
+	cfg, err := s.config()
+	if err != nil {
+		return nil, err
+	}
+	if s.deps, err = app.New(ctx, cfg, app.Options{Clock: s.clock, LogOutput: opts.Log, Function: "rally-local"}); err != nil {
+		return nil, fmt.Errorf("stack: build handlers: %w", err)
+	}
+	gw, err := s.gateway()
+	if err != nil {
+		return nil, err
+	}
+	if s.dlq, err = poller.NewDLQ(filepath.Join(s.stateDir, "dlq")); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if err := s.startPollers(runCtx); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/_local/", s.localAPI())
+	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
+	mux.Handle("/", gw)
+	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
+	for _, l := range s.listeners {
+		s.wg.Go(func() { _ = s.server.Serve(l) })
+	}
+	return s, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// listen binds localhost on IPv4 and, when available, IPv6 with the same
+// port, so http://localhost:<port> works whichever the client resolves.
+func (s *Stack) listen(port int) error {
+	l4, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("stack: listen on port %d: %w", port, err)
+	}
+	s.listeners = append(s.listeners, l4)
+	port = l4.Addr().(*net.TCPAddr).Port
+	if l6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
+		s.listeners = append(s.listeners, l6)
+	}
+	s.url = "http://localhost:" + strconv.Itoa(port)
+	return nil
+}
+
+func (s *Stack) startDynamoDB(ctx context.Context) error {
+	if s.opts.DynamoDBEndpoint != "" {
+		s.ddbURL = s.opts.DynamoDBEndpoint
+		return nil
+	}
+	o := dynamodblocal.Options{}
+	if s.opts.Persist {
+		o.DBPath = filepath.Join(s.stateDir, "dynamodb")
+	}
+	srv, err := dynamodblocal.Start(ctx, o)
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	s.ddbLocal, s.ddbURL = srv, srv.Endpoint()
+	return nil
+}
+
+func (s *Stack) startRedis() error {
+	if s.opts.RedisURL != "" {
+		s.redisURL = s.opts.RedisURL
+		return nil
+	}
+	m, err := miniredis.Run()
+	if err != nil {
+		return fmt.Errorf("stack: start embedded redis: %w", err)
+	}
+	s.mini, s.redisURL = m, "redis://"+m.Addr()
+	return nil
+}
+
+func (s *Stack) config() (config.Config, error) {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return cfg, fmt.Errorf("stack: %w", err)
+	}
+	cfg.Stage = "local"
+	cfg.Region = Region
+	cfg.DynamoDBEndpoint = s.ddbURL
+	cfg.Tables = s.names
+	cfg.RedisURL = s.redisURL
+	cfg.RedisCluster = false
+	cfg.SecretARN = ""
+	if cfg.CursorKey == "" {
+		cfg.CursorKey = "rally-local-cursor-key"
+	}
+	cfg.Tracing = false
+	if s.opts.Configure != nil {
+		s.opts.Configure(&cfg)
+	}
+	return cfg, nil
+}
+
+// gateway binds every declared route to its handler: a test's override,
+// else the one shared/app binds. A route nothing is bound to yet answers
+// 500 and is listed in health.
+func (s *Stack) gateway() (*gateway.Gateway, error) {
+	bound := s.deps.Endpoints()
+	var rs []gateway.Route
+	for _, r := range routes.All {
+		gr := gateway.Route{Route: r}
+		if h, ok := s.opts.Handlers[r.Function]; ok {
+			gr.Handler = h
+		} else if _, ok := bound[r.Function]; ok {
+			gr.Handler = s.deps.HTTP(r)
+		} else {
+			s.unbound = append(s.unbound, r.Function)
+		}
+		rs = append(rs, gr)
+	}
+	g, err := gateway.New(gateway.Options{
+		Routes: rs,
+		Authorizers: map[routes.Auth]authorizer.Authorizer{
+			routes.Player:  s.jwt,
+			routes.Service: s.iam,
+		},
+		Log: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	return g, nil
+}
+
+func (s *Stack) startPollers(ctx context.Context) error {
+	bound := s.deps.Processors()
+	sc := dynamodbstreams.New(dynamodbstreams.Options{
+		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+	for _, proc := range routes.Processors {
+		h, ok := s.opts.Processors[proc.Function]
+		if !ok {
+			if _, bok := bound[proc.Function]; !bok {
+				s.unbound = append(s.unbound, proc.Function)
+				continue
+			}
+			h = s.deps.Stream(proc)
+		}
+		p, err := poller.New(poller.Options{
+			Processor: proc, Handler: h, Table: s.names.Of(proc.Source),
+			DB: s.db, Streams: sc, DLQ: s.dlq, Region: Region, AccountID: authorizer.AccountID,
+			RetryBase: s.opts.RetryBase, RetryMax: s.opts.RetryMax, Log: s.log,
+		})
+		if err != nil {
+			return fmt.Errorf("stack: %w", err)
+		}
+		s.pollers = append(s.pollers, p)
+		s.wg.Go(func() {
+			if err := p.Run(ctx); err != nil {
+				s.log.Error("stream poller stopped", "function", p.Function(), "error", err.Error())
+			}
+		})
+	}
+	return nil
+}
+
+// URL is the gateway's base URL, http://localhost:<port>.
+func (s *Stack) URL() string { return s.url }
+
+// Clock is the clock every handler sees.
+func (s *Stack) Clock() *clock.Settable { return s.clock }
+
+// Deps are the handlers' dependencies (DynamoDB and Redis clients, config).
+func (s *Stack) Deps() *app.Deps { return s.deps }
+
+// DB is a DynamoDB client for the stack's tables.
+func (s *Stack) DB() *dynamodb.Client { return s.db }
+
+// Tables are the physical table names.
+func (s *Stack) Tables() schema.Names { return s.names }
+
+// JWT is the local identity provider.
+func (s *Stack) JWT() *authorizer.JWT { return s.jwt }
+
+// DLQ is the pollers' dead-letter queue.
+func (s *Stack) DLQ() *poller.DLQ { return s.dlq }
+
+// Token mints a one-hour player token for sub.
+func (s *Stack) Token(sub string) (string, error) {
+	tok, _, err := s.jwt.Mint(authorizer.TokenRequest{Subject: sub})
+	return tok, err
+}
+
+// SignRequest signs req with SigV4 for a service route, using the local
+// credentials (RALLY_LOCAL_ACCESS_KEY_ID / RALLY_LOCAL_SECRET_ACCESS_KEY,
+// default rallylocal / rallylocalsecret); body must be what will be sent.
+func SignRequest(req *http.Request, body []byte) error {
+	return authorizer.Sign(req, body, envOr(AccessKeyEnv, DefaultAccessKey), envOr(SecretKeyEnv, DefaultSecretKey), time.Now())
+}
+
+// ErrUnknownFunction means no poller runs for the named function.
+var ErrUnknownFunction = errors.New("stack: no stream processor by that name")
+
+func (s *Stack) poller(function string) (*poller.Poller, error) {
+	for _, p := range s.pollers {
+		if p.Function() == function {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnknownFunction, function)
+}
+
+// Pause stops delivering to a processor; its lag grows until Resume.
+func (s *Stack) Pause(function string) error {
+	p, err := s.poller(function)
+	if err == nil {
+		p.Pause()
+	}
+	return err
+}
+
+// Resume restarts delivery to a paused processor.
+func (s *Stack) Resume(function string) error {
+	p, err := s.poller(function)
+	if err == nil {
+		p.Resume()
+	}
+	return err
+}
+
+// WaitIdle returns once every processor (except paused ones) has delivered
+// every record written before the call, including records that processors
+// themselves wrote to other streams meanwhile.
+func (s *Stack) WaitIdle(ctx context.Context) error {
+	for {
+		before := s.delivered()
+		for _, p := range s.pollers {
+			if err := p.WaitIdle(ctx); err != nil {
+				return err
+			}
+		}
+		if s.delivered() == before {
+			return nil
+		}
+	}
+}
+
+func (s *Stack) delivered() int64 {
+	var n int64
+	for _, p := range s.pollers {
+		n += p.Status().Delivered
+	}
+	return n
+}
+
+// Info describes what the stack started, for the start-up banner.
+type Info struct {
+	URL              string
+	DynamoDBEndpoint string
+	// DynamoDBPID is DynamoDB Local's JVM, 0 when an endpoint was given.
+	DynamoDBPID int
+	Persisted   string
+	RedisKind   string
+	RedisURL    string
+	Processors  []string
+	Unbound     []string
+	StateDir    string
+	Routes      int
+}
+
+// Info reports what runs where.
+func (s *Stack) Info() Info {
+	i := Info{URL: s.url, DynamoDBEndpoint: s.ddbURL, RedisURL: s.redisURL, StateDir: s.stateDir,
+		Unbound: s.unbound, Routes: len(routes.All) - s.unboundRoutes()}
+	if s.ddbLocal != nil {
+		i.DynamoDBPID = s.ddbLocal.PID()
+		if s.opts.Persist {
+			i.Persisted = filepath.Join(s.stateDir, "dynamodb")
+		}
+	}
+	i.RedisKind = "redis at REDIS_URL"
+	if s.mini != nil {
+		i.RedisKind = "embedded miniredis"
+	}
+	for _, p := range s.pollers {
+		i.Processors = append(i.Processors, p.Function())
+	}
+	return i
+}
+
+func (s *Stack) unboundRoutes() int {
+	n := 0
+	for _, r := range routes.All {
+		for _, u := range s.unbound {
+			if u == r.Function {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Close stops everything Start started: the gateway, the pollers, Redis
+// (when embedded) and DynamoDB Local (when started here).
+func (s *Stack) Close() error {
+	s.once.Do(func() {
+		var errs []error
+		if s.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := s.server.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stack: stop gateway: %w", err))
+			}
+			cancel()
+		} else {
+			for _, l := range s.listeners {
+				_ = l.Close()
+			}
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		if s.deps != nil && s.deps.Redis != nil {
+			_ = s.deps.Redis.Close()
+		}
+		if s.mini != nil {
+			s.mini.Close()
+		}
+		if s.ddbLocal != nil {
+			if err := s.ddbLocal.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
