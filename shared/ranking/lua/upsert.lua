@@ -1,0 +1,26 @@
+-- Applies versioned items to a board. ARGV[1] is '1' for Shared ties;
+-- ARGV[2] is '1' to answer {applied, rank, total} for the first item
+-- instead of one applied flag per item; then per item: id, member prefix,
+-- sorted-set score, version, removed ('1' or '0'). Each item's 2*NL bucket
+-- keys follow KEYS[3] in item order.
+local shared = ARGV[1] == '1'
+local out = {}
+local n = (#ARGV - 2) / 5
+for j = 0, n - 1 do
+  local a = 3 + j * 5
+  local kb = 4 + j * 2 * NL
+  local id, pfx, zs, vs, removed = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] == '1'
+  local ok = apply(idBuckets(kb, live), live, 0, id, pfx, zs, vs, removed)
+  if stage then apply(idBuckets(kb, stage), stage, 0, id, pfx, zs, vs, removed) end
+  if ok then out[j + 1] = 1 else out[j + 1] = 0 end
+end
+saveMeta()
+if ARGV[2] ~= '1' then return out end
+local z = Z[live]
+local rank = 0
+local m = memberOf(live, 4, ARGV[3])
+if m then
+  local score = redis.call('ZSCORE', z, m)
+  if score then rank = rankOf(z, m, score, shared) end
+end
+return {out[1], rank, redis.call('ZCARD', z)}

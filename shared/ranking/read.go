@@ -1,0 +1,194 @@
+package ranking
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Top returns the best n entries and the board's total, in one round trip.
+func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error) {
+	if err := b.validate(); err != nil {
+		return nil, 0, err
+	}
+	if n < 0 {
+		return nil, 0, invalid("top n %d is negative", n)
+	}
+	v, err := e.run(ctx, topScript, b.keys().heads(), n)
+	if err != nil {
+		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return nil, 0, fmt.Errorf("top %d of %s: unexpected reply %v", n, b, v)
+	}
+	total, _ := arr[0].(int64)
+	entries, err := b.window(arr[1], 0, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+	}
+	return entries, total, nil
+}
+
+// Total returns the number of entries on the board.
+func (e *Engine) Total(ctx context.Context, b Board) (int64, error) {
+	_, total, err := e.Top(ctx, b, 0)
+	return total, err
+}
+
+// Exists reports whether the board has been written, loaded or summed since
+// Redis last lost it (or it expired), even if it holds no entries now.
+func (e *Engine) Exists(ctx context.Context, b Board) (bool, error) {
+	if err := b.validate(); err != nil {
+		return false, err
+	}
+	n, err := e.rdb.Exists(ctx, b.keys().meta()).Result()
+	if err != nil {
+		return false, fmt.Errorf("check %s exists: %w", b, err)
+	}
+	return n == 1, nil
+}
+
+// Around returns id's entry and the window of up to k entries on each side
+// of it (fewer at the edges; the window includes id) plus the total, in one
+// round trip. It returns ErrNotRanked when id has no score.
+func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, []Entry, int64, error) {
+	if err := b.validate(); err != nil {
+		return Entry{}, nil, 0, err
+	}
+	if err := validateID(id); err != nil {
+		return Entry{}, nil, 0, err
+	}
+	if k < 0 {
+		return Entry{}, nil, 0, invalid("around k %d is negative", k)
+	}
+	keys := b.keys()
+	v, err := e.run(ctx, aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
+	if err != nil {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, err)
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v", id, b, v)
+	}
+	if len(arr) == 0 {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, ErrNotRanked)
+	}
+	r, err := ints(arr[:4], 4)
+	if err != nil || len(arr) != 5 {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v", id, b, v)
+	}
+	total, index, start, better := r[0], r[1], r[2], r[3]
+	window, err := b.window(arr[4], start, better)
+	if err != nil || index-start >= int64(len(window)) {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v: %v", id, b, v, err)
+	}
+	return window[index-start], window, total, nil
+}
+
+// Among returns the entries of ids that have a score, best first, ranked
+// among themselves (rank 1 is the best of them, with the board's Ties), in
+// one round trip: a player's rank among friends. Repeated ids count once.
+func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, error) {
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(ids))
+	uniq := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if err := validateID(id); err != nil {
+			return nil, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, nil
+	}
+	k := b.keys()
+	keys := k.heads()
+	args := make([]any, len(uniq))
+	for i, id := range uniq {
+		keys = k.appendIDKeys(keys, id)
+		args[i] = id
+	}
+	v, err := e.run(ctx, amongScript, keys, args...)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr)%3 != 0 {
+		return nil, fmt.Errorf("rank %d ids on %s: unexpected reply %v", len(uniq), b, v)
+	}
+	type scored struct {
+		member string
+		z      int64
+	}
+	found := make([]scored, 0, len(arr)/3)
+	for i := 0; i < len(arr); i += 3 {
+		idx, ok1 := arr[i].(int64)
+		pfx, ok2 := arr[i+1].(string)
+		zs, ok3 := arr[i+2].(string)
+		if !ok1 || !ok2 || !ok3 || idx < 0 || idx >= int64(len(uniq)) {
+			return nil, fmt.Errorf("rank %d ids on %s: unexpected reply %v", len(uniq), b, v)
+		}
+		z, err := parseZScore(Asc, zs)
+		if err != nil {
+			return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
+		}
+		found = append(found, scored{member: pfx + uniq[idx], z: z})
+	}
+	// The same order Redis keeps: sorted-set score, then member bytes.
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].z != found[j].z {
+			return found[i].z < found[j].z
+		}
+		return found[i].member < found[j].member
+	})
+	flat := make([]any, 0, 2*len(found))
+	for _, f := range found {
+		flat = append(flat, f.member, strconv.FormatInt(f.z, 10))
+	}
+	return b.window(flat, 0, 0)
+}
+
+// window decodes a flat member, score list that starts at 0-based position
+// start of the board, ranking each entry. better is the number of entries
+// strictly better than the first (needed for Shared ties only).
+func (b Board) window(v any, start, better int64) ([]Entry, error) {
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return nil, fmt.Errorf("ranking: unexpected member list %v", v)
+	}
+	out := make([]Entry, 0, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		m, ok1 := flat[i].(string)
+		zs, ok2 := flat[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("ranking: unexpected member list %v", v)
+		}
+		ms, id, err := splitMember(m)
+		if err != nil {
+			return nil, err
+		}
+		score, err := parseZScore(b.Order, zs)
+		if err != nil {
+			return nil, err
+		}
+		pos := start + int64(len(out))
+		rank := pos + 1
+		if b.Ties == Shared {
+			switch {
+			case len(out) == 0:
+				rank = better + 1
+			case out[len(out)-1].Score == score:
+				rank = int64(out[len(out)-1].Rank)
+			}
+		}
+		out = append(out, Entry{ID: id, Score: score, ReachedAt: reachedTime(ms), Rank: int(rank)})
+	}
+	return out, nil
+}

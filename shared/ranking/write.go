@@ -1,0 +1,137 @@
+package ranking
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// upsertChunk bounds the items of one script call, so one call never holds
+// Redis for long; UpsertMany pipelines the chunks in one round trip.
+const upsertChunk = 256
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// appendItemArgs appends the five script arguments of an item (see
+// upsert.lua). Removals carry no member.
+func appendItemArgs(args []any, o Order, it Item) []any {
+	if it.Removed {
+		return append(args, it.ID, "", "0", strconv.FormatInt(it.Version, 10), "1")
+	}
+	ms, _ := reachedMillis(it.ReachedAt) // validated by the caller
+	return append(args, it.ID, prefix(ms), zscore(o, it.Score), strconv.FormatInt(it.Version, 10), "0")
+}
+
+// Upsert applies it when its version is newer than the stored one (a stale
+// or repeated version changes nothing), in one round trip, and tells where
+// the item stands afterwards. An Item with Removed set removes.
+func (e *Engine) Upsert(ctx context.Context, b Board, it Item) (UpsertResult, error) {
+	if err := b.validate(); err != nil {
+		return UpsertResult{}, err
+	}
+	if err := it.validate(); err != nil {
+		return UpsertResult{}, fmt.Errorf("upsert into %s: %w", b, err)
+	}
+	k := b.keys()
+	keys := k.appendIDKeys(k.heads(), it.ID)
+	args := appendItemArgs([]any{flag(b.Ties == Shared), "1"}, b.Order, it)
+	v, err := e.run(ctx, upsertScript, keys, args...)
+	if err != nil {
+		return UpsertResult{}, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
+	}
+	r, err := ints(v, 3)
+	if err != nil {
+		return UpsertResult{}, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
+	}
+	return UpsertResult{Applied: r[0] == 1, Rank: int(r[1]), Total: r[2]}, nil
+}
+
+// UpsertMany applies items to one board in one round trip and reports, per
+// item, whether it applied. Items of the same ID apply as if one at a time
+// in slice order, so the newest version wins.
+func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool, error) {
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if err := it.validate(); err != nil {
+			return nil, fmt.Errorf("upsert into %s: %w", b, err)
+		}
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	k := b.keys()
+	var calls []call
+	for start := 0; start < len(items); start += upsertChunk {
+		chunk := items[start:min(start+upsertChunk, len(items))]
+		keys := k.heads()
+		args := []any{flag(b.Ties == Shared), "0"}
+		for _, it := range chunk {
+			keys = k.appendIDKeys(keys, it.ID)
+			args = appendItemArgs(args, b.Order, it)
+		}
+		calls = append(calls, call{script: upsertScript, keys: keys, args: args})
+	}
+	replies, err := e.runAll(ctx, calls)
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
+	}
+	applied := make([]bool, 0, len(items))
+	for i, v := range replies {
+		want := min(upsertChunk, len(items)-i*upsertChunk)
+		r, err := ints(v, want)
+		if err != nil {
+			return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
+		}
+		for _, x := range r {
+			applied = append(applied, x == 1)
+		}
+	}
+	return applied, nil
+}
+
+// Remove takes id off the board when version is newer than the stored one.
+// The version is remembered (a tombstone), so an older upsert delivered
+// later cannot bring the item back.
+func (e *Engine) Remove(ctx context.Context, b Board, id string, version int64) (bool, error) {
+	r, err := e.Upsert(ctx, b, Item{ID: id, Version: version, Removed: true})
+	return r.Applied, err
+}
+
+// Forget erases every trace of id from the board: its entry, lookup and
+// tombstone (GDPR erasure). A load under way on the board is cancelled
+// (ErrLoadSuperseded), since its snapshot may still hold id.
+func (e *Engine) Forget(ctx context.Context, b Board, id string) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	if err := validateID(id); err != nil {
+		return err
+	}
+	k := b.keys()
+	if _, err := e.run(ctx, forgetScript, k.appendIDKeys(k.heads(), id), id); err != nil {
+		return fmt.Errorf("forget %s on %s: %w", id, b, err)
+	}
+	return nil
+}
+
+// ints reads a script reply that is an array of n integers.
+func ints(v any, n int) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != n {
+		return nil, fmt.Errorf("ranking: unexpected script reply %v", v)
+	}
+	out := make([]int64, n)
+	for i, x := range arr {
+		if out[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("ranking: unexpected script reply %v", v)
+		}
+	}
+	return out, nil
+}
