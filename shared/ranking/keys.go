@@ -53,9 +53,9 @@ func (b Board) keys() boardKeys {
 	return boardKeys{base: keyPrefix + b.Tag + "}:" + b.Name + "|"}
 }
 
-func (k boardKeys) meta() string             { return k.base + "m" }
-func (k boardKeys) zset(slot string) string  { return k.base + slot }
-func (k boardKeys) heads() []string          { return []string{k.meta(), k.zset(slotA), k.zset(slotB)} }
+func (k boardKeys) meta() string            { return k.base + "m" }
+func (k boardKeys) zset(slot string) string { return k.base + slot }
+func (k boardKeys) heads() []string         { return []string{k.meta(), k.zset(slotA), k.zset(slotB)} }
 func (k boardKeys) bucket(slot string, level int, idx uint64) string {
 	return k.base + slot + strconv.Itoa(level) + ":" + strconv.FormatUint(idx, 16)
 }
