@@ -35,7 +35,7 @@ type Cache struct {
 
 // cachePorts are the serverless cache's primary (6379) and
 // read-from-replica (6380) endpoints.
-var cachePorts = awsec2.Port_TcpRange(jsii.Number(6379), jsii.Number(6380))
+func cachePorts() awsec2.Port { return awsec2.Port_TcpRange(jsii.Number(6379), jsii.Number(6380)) }
 
 // majorVersion is the engine version line each engine is pinned to, so a
 // new major release is adopted deliberately.
@@ -76,8 +76,8 @@ func NewCache(scope constructs.Construct, id string, props CacheProps) *Cache {
 		Description:      jsii.String("Rally serverless cache: admits only Rally functions"),
 		AllowAllOutbound: jsii.Bool(false),
 	})
-	cacheSG.AddIngressRule(c.FunctionSecurityGroup, cachePorts, jsii.String("Rally functions to the cache"), nil)
-	c.FunctionSecurityGroup.AddEgressRule(cacheSG, cachePorts, jsii.String("to the cache"), nil)
+	cacheSG.AddIngressRule(c.FunctionSecurityGroup, cachePorts(), jsii.String("Rally functions to the cache"), nil)
+	c.FunctionSecurityGroup.AddEgressRule(cacheSG, cachePorts(), jsii.String("to the cache"), nil)
 	// Isolated subnets route only inside the VPC and to the DynamoDB gateway
 	// endpoint, so HTTPS "anywhere" reaches DynamoDB and interface endpoints
 	// and nothing else; DynamoDB's prefix list id would need an account lookup.

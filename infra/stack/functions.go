@@ -22,11 +22,16 @@ import (
 // to keep TLS handshakes to the cache and DynamoDB off the cold-start
 // latency; HTTP functions must finish well inside API Gateway's 30 s.
 const (
-	functionMemoryMB  = 512
-	routeTimeout      = 10 // seconds
-	processorTimeout  = 60 // seconds: a batch of hundreds of records with retries inside
-	defaultLogLevel   = "info"
-	cursorSecretBytes = 64
+	functionMemoryMB = 512
+	routeTimeout     = 10 // seconds
+	processorTimeout = 60 // seconds: a batch of hundreds of records with retries inside
+)
+
+const (
+	defaultLogLevel = "info"
+	// cursorKeyLength is the length of the generated cursor key: 64
+	// alphanumeric characters carry about 380 bits.
+	cursorKeyLength = 64
 )
 
 // FunctionsProps configures the functions.
@@ -65,7 +70,7 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	f.CursorSecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("CursorSecret"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("Rally " + props.Stage + ": key that signs pagination cursors"),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength:     jsii.Number(cursorSecretBytes),
+			PasswordLength:     jsii.Number(cursorKeyLength),
 			ExcludePunctuation: jsii.Bool(true),
 		},
 		RemovalPolicy: removal(props.Protect),
@@ -193,9 +198,10 @@ func tablesOf(u routes.Uses) []schema.Table {
 	return out
 }
 
+// truncate cuts s to at most n characters (Lambda's description limit).
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
 	}
-	return s[:n]
+	return s
 }

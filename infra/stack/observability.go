@@ -24,6 +24,7 @@ type ObservabilityProps struct {
 	Functions  *Functions
 	Processors *Processors
 	AlarmEmail string
+	Protect    bool
 }
 
 // Observability owns the alarm topic and the alarms: a message in any
@@ -40,6 +41,8 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 	key := awskms.NewKey(o.Construct, jsii.String("TopicKey"), &awskms.KeyProps{
 		Description:       jsii.String("Encrypts Rally alarm notifications"),
 		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     removal(props.Protect),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
 	})
 	// CloudWatch publishes alarms to the encrypted topic with this key.
 	key.GrantEncryptDecrypt(awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil))

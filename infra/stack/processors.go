@@ -24,6 +24,9 @@ type ProcessorsProps struct {
 	Processors []routes.Processor
 	Functions  *Functions
 	Data       *Data
+	// Protect keeps the dead-letter queues, and the batches parked in them,
+	// when the stack is deleted.
+	Protect bool
 }
 
 // Processors owns the event source mappings that feed each processor its
@@ -45,6 +48,7 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL:      jsii.Bool(true),
 			RetentionPeriod: seconds(dlqRetention),
+			RemovalPolicy:   removal(props.Protect),
 		})
 		suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
 			proc.Function+"'s event source mapping.")

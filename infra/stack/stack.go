@@ -45,7 +45,8 @@ type Props struct {
 	// digits and hyphens. It is passed to every function as RALLY_STAGE.
 	Stage string
 	// Protect turns on deletion protection and retains stateful resources
-	// (tables, user pool, secret, logs) when the stack is deleted.
+	// (tables, user pool, secret, dead-letter queues, keys, logs) when the
+	// stack is deleted.
 	Protect bool
 	// BuildDir holds <function>/bootstrap for every declared function.
 	BuildDir string
@@ -125,11 +126,13 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Processors: props.Processors,
 		Functions:  s.Functions,
 		Data:       s.Data,
+		Protect:    props.Protect,
 	})
 	s.Observability = NewObservability(s.Stack, "Observability", ObservabilityProps{
 		Functions:  s.Functions,
 		Processors: s.Processors,
 		AlarmEmail: props.AlarmEmail,
+		Protect:    props.Protect,
 	})
 	s.addOutputs(props)
 	return s, nil

@@ -23,20 +23,20 @@ type fnSpec struct {
 	source *schema.Table
 }
 
-func declaredFunctions() []fnSpec {
+func (s *synthesized) declaredFunctions() []fnSpec {
 	var out []fnSpec
-	for _, r := range routes.All {
+	for _, r := range s.routes {
 		out = append(out, fnSpec{name: r.Function, uses: r.Uses})
 	}
-	for _, p := range routes.Processors {
+	for _, p := range s.processors {
 		out = append(out, fnSpec{name: p.Function, uses: p.Uses, source: &p.Source})
 	}
 	return out
 }
 
 func TestOneLambdaPerDeclarationOnArm64AL2023WithActiveTracing(t *testing.T) {
-	want := len(routes.All) + len(routes.Processors)
 	for stage, s := range both() {
+		want := len(s.routes) + len(s.processors)
 		check(t, stage+": function count", func() {
 			s.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(float64(want)))
 		})
@@ -49,7 +49,7 @@ func TestOneLambdaPerDeclarationOnArm64AL2023WithActiveTracing(t *testing.T) {
 				"LoggingConfig", like("LogGroup", assertions.Match_AnyValue()),
 			))
 		})
-		for _, fn := range declaredFunctions() {
+		for _, fn := range s.declaredFunctions() {
 			if _, ok := s.resources[s.functionID(fn.name)]; !ok {
 				t.Errorf("%s: no AWS::Lambda::Function for %s", stage, fn.name)
 			}
@@ -59,7 +59,7 @@ func TestOneLambdaPerDeclarationOnArm64AL2023WithActiveTracing(t *testing.T) {
 
 func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 	for stage, s := range both() {
-		for _, fn := range declaredFunctions() {
+		for _, fn := range s.declaredFunctions() {
 			env := environment(s, fn.name)
 			if env["RALLY_STAGE"] != strings.TrimPrefix(*s.stack.StackName(), "Rally-") {
 				t.Errorf("%s/%s: RALLY_STAGE=%v", stage, fn.name, env["RALLY_STAGE"])
@@ -119,11 +119,11 @@ func routeFor(t *testing.T, s *synthesized, r routes.Route) map[string]any {
 func TestEveryRouteHasItsOwnFunctionAndAuthorizer(t *testing.T) {
 	for stage, s := range both() {
 		check(t, stage+": route count", func() {
-			s.template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(routes.All))))
+			s.template.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Route"), jsii.Number(float64(len(s.routes))))
 		})
 		integrations := s.ofType("AWS::ApiGatewayV2::Integration")
 		authorizers := s.ofType("AWS::ApiGatewayV2::Authorizer")
-		for _, r := range routes.All {
+		for _, r := range s.routes {
 			props := routeFor(t, s, r)
 			switch r.Auth {
 			case routes.Player:
@@ -204,8 +204,8 @@ func TestApiLogsEveryRequest(t *testing.T) {
 func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 	for stage, s := range both() {
 		mappings := s.ofType("AWS::Lambda::EventSourceMapping")
-		if len(mappings) != len(routes.Processors) {
-			t.Errorf("%s: %d event source mappings, want %d (one per processor)", stage, len(mappings), len(routes.Processors))
+		if len(mappings) != len(s.processors) {
+			t.Errorf("%s: %d event source mappings, want %d (one per processor)", stage, len(mappings), len(s.processors))
 		}
 		perStream := map[string]int{}
 		for _, m := range mappings {
@@ -217,7 +217,7 @@ func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 				t.Errorf("%s: %d readers on stream %s, at most 2", stage, n, stream)
 			}
 		}
-		for _, p := range routes.Processors {
+		for _, p := range s.processors {
 			dlq := s.stack.Processors.DeadLetterQueue(p.Function)
 			check(t, stage+": mapping of "+p.Function, func() {
 				s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), like(
@@ -380,10 +380,29 @@ func TestServerlessCacheAdmitsOnlyRallyFunctions(t *testing.T) {
 	}
 }
 
+func TestVpcFunctionsReachTheSecretThroughAnEndpointOnlyWhenOneNeedsIt(t *testing.T) {
+	check(t, "dev: no function in the VPC reads the secret", func() {
+		dev.template.ResourcePropertiesCountIs(jsii.String("AWS::EC2::VPCEndpoint"), like("VpcEndpointType", "Interface"), jsii.Number(0))
+	})
+	check(t, "prod: list-favorites runs in the VPC and reads the secret", func() {
+		prod.template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), like(
+			"VpcEndpointType", "Interface",
+			"PrivateDnsEnabled", true,
+			"ServiceName", like("Fn::Join", assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ArrayWith(&[]any{".secretsmanager"}),
+			})),
+		))
+		prod.template.HasResourceProperties(jsii.String("AWS::EC2::SecurityGroupIngress"), like(
+			"SourceSecurityGroupId", prod.ref(prod.stack.Cache.FunctionSecurityGroup.SecurityGroupId()),
+			"FromPort", 443, "ToPort", 443,
+		))
+	})
+}
+
 func TestOnlyRedisUsersRunInTheVpc(t *testing.T) {
 	for stage, s := range both() {
 		functionSG := logicalID(s.ref(s.stack.Cache.FunctionSecurityGroup.SecurityGroupId()))
-		for _, fn := range declaredFunctions() {
+		for _, fn := range s.declaredFunctions() {
 			vpc, inVPC := s.resources[s.functionID(fn.name)].Properties["VpcConfig"].(map[string]any)
 			if inVPC != fn.uses.Redis {
 				t.Errorf("%s/%s: in VPC=%v, uses Redis=%v", stage, fn.name, inVPC, fn.uses.Redis)
@@ -476,7 +495,7 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 	for stage, s := range both() {
 		tables := s.tableIDs()
 		secret := logicalID(s.ref(s.stack.Functions.CursorSecret.SecretArn()))
-		for _, fn := range declaredFunctions() {
+		for _, fn := range s.declaredFunctions() {
 			if managed := s.resources[s.roleID(fn.name)].Properties["ManagedPolicyArns"]; managed != nil {
 				t.Errorf("%s/%s: role has managed policies %v", stage, fn.name, managed)
 			}
@@ -576,7 +595,7 @@ func TestAlarmsCoverErrorsDeadLettersAndStreamLag(t *testing.T) {
 		check(t, stage+": topic encrypted", func() {
 			s.template.HasResourceProperties(jsii.String("AWS::SNS::Topic"), like("KmsMasterKeyId", assertions.Match_AnyValue()))
 		})
-		for _, fn := range declaredFunctions() {
+		for _, fn := range s.declaredFunctions() {
 			dims := []any{map[string]any{"Name": "FunctionName", "Value": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}}
 			check(t, stage+": errors alarm of "+fn.name, func() {
 				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
@@ -584,7 +603,7 @@ func TestAlarmsCoverErrorsDeadLettersAndStreamLag(t *testing.T) {
 				))
 			})
 		}
-		for _, p := range routes.Processors {
+		for _, p := range s.processors {
 			fnDims := []any{map[string]any{"Name": "FunctionName", "Value": s.ref(s.stack.Functions.Get(p.Function).FunctionName())}}
 			check(t, stage+": iterator age alarm of "+p.Function, func() {
 				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
@@ -620,4 +639,21 @@ func TestAwsSolutionsChecksPass(t *testing.T) {
 			t.Errorf("%s: no AwsSolutions findings recorded at all: were the checks applied?", stage)
 		}
 	}
+}
+
+// Deleting a protected (prod) stack leaves its data behind; deleting any
+// other stage cleans up after itself.
+func TestProtectedStagesRetainTheirData(t *testing.T) {
+	stateful := []string{"AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::Logs::LogGroup", "AWS::SecretsManager::Secret", "AWS::KMS::Key"}
+	for stage, policy := range map[string]string{"dev": "Delete", "prod": "Retain"} {
+		s := both()[stage]
+		for _, typ := range stateful {
+			check(t, stage+": "+typ, func() {
+				s.template.AllResources(jsii.String(typ), like("DeletionPolicy", policy))
+			})
+		}
+	}
+	check(t, "dev user pool", func() {
+		dev.template.AllResources(jsii.String("AWS::Cognito::UserPool"), like("DeletionPolicy", "Delete"))
+	})
 }
