@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/rallyhq/rally/shared/errs"
@@ -19,8 +20,14 @@ type Cursors struct {
 
 const macLen = 16
 
+// errNoKey refuses to sign with an empty key, which anyone could forge.
+var errNoKey = errors.New("cursors: no signing key configured")
+
 // Encode returns the cursor for position v within scope.
 func (c Cursors) Encode(scope string, v any) (string, error) {
+	if len(c.Key) == 0 {
+		return "", errNoKey
+	}
 	payload, err := json.Marshal(v)
 	if err != nil {
 		return "", err
@@ -31,6 +38,9 @@ func (c Cursors) Encode(scope string, v any) (string, error) {
 
 // Decode verifies cursor for scope and parses its position into v.
 func (c Cursors) Decode(scope, cursor string, v any) error {
+	if len(c.Key) == 0 {
+		return errNoKey
+	}
 	bad := errs.Field("cursor", "is not a valid cursor for this list")
 	body, sig, ok := strings.Cut(cursor, ".")
 	if !ok || len(cursor) > 2048 {

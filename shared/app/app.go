@@ -129,11 +129,15 @@ func awsConfig(ctx context.Context, cfg config.Config) (aws.Config, error) {
 
 func cursorKey(ctx context.Context, cfg config.Config, awsCfg aws.Config) ([]byte, error) {
 	if cfg.SecretARN == "" {
-		key := cfg.CursorKey
-		if key == "" {
-			key = "rally-local-cursor-key"
+		switch {
+		case cfg.CursorKey != "":
+			return []byte(cfg.CursorKey), nil
+		case cfg.Stage == "local":
+			return []byte("rally-local-cursor-key"), nil
 		}
-		return []byte(key), nil
+		// Functions that page through lists get RALLY_SECRET_ARN; the
+		// others never sign cursors, and an unkeyed Cursors refuses to.
+		return nil, nil
 	}
 	out, err := secretsmanager.NewFromConfig(awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(cfg.SecretARN)})
 	if err != nil {
