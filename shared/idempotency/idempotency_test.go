@@ -50,7 +50,9 @@ func TestRetriesGetTheFirstResultAndRunNothing(t *testing.T) {
 func TestSameKeyWithADifferentRequestIsRefused(t *testing.T) {
 	s := newStore(t, clock.System{})
 	ctx := context.Background()
-	ok := func(context.Context) (idempotency.Result, error) { return idempotency.Result{Status: 200, Body: []byte(`{}`)}, nil }
+	ok := func(context.Context) (idempotency.Result, error) {
+		return idempotency.Result{Status: 200, Body: []byte(`{}`)}, nil
+	}
 	if _, _, err := s.Run(ctx, key, "hash-a", ok); err != nil {
 		t.Fatal(err)
 	}
