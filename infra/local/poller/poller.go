@@ -247,13 +247,18 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 			out, err := p.opts.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{
 				ShardIterator: iter, Limit: aws.Int32(1000),
 			})
-			var expired *types.ExpiredIteratorException
-			switch {
-			case errors.As(err, &expired):
+			if err != nil {
+				if ctx.Err() != nil {
+					continue
+				}
+				// A fresh iterator after the last record read is always
+				// safe, and is the cure for expired iterators and for
+				// DynamoDB Local's occasional TrimmedDataAccessException on
+				// an iterator issued while the shard was empty.
 				iter = nil
-				continue
-			case err != nil:
-				if ctx.Err() == nil {
+				var expired *types.ExpiredIteratorException
+				var trimmed *types.TrimmedDataAccessException
+				if !errors.As(err, &expired) && !errors.As(err, &trimmed) {
 					log.Warn("get records failed", "error", err.Error())
 					p.sleep(ctx, sh, p.opts.PollInterval)
 				}
@@ -303,6 +308,13 @@ func (p *Poller) iterator(ctx context.Context, shardID, after string) (*string, 
 		in.SequenceNumber = aws.String(after)
 	}
 	out, err := p.opts.Streams.GetShardIterator(ctx, in)
+	var trimmed *types.TrimmedDataAccessException
+	if errors.As(err, &trimmed) && after != "" {
+		// The stream no longer holds what follows the last record read:
+		// those records are lost to every reader; carry on from the oldest.
+		p.opts.Log.Error("stream records expired before delivery", "function", p.Function(), "shard", shardID, "after", after)
+		return p.iterator(ctx, shardID, "")
+	}
 	if err != nil {
 		return nil, err
 	}

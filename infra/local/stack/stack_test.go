@@ -1,0 +1,390 @@
+package stack_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type client struct {
+	t   *testing.T
+	url string
+}
+
+// call sends a request; auth is "" (none), "sigv4", or a bearer token.
+func (c client) call(method, path, auth string, body any) (int, http.Header, []byte) {
+	c.t.Helper()
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, c.url+path, bytes.NewReader(raw))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	switch auth {
+	case "":
+	case "sigv4":
+		if err := stack.SignRequest(req, raw); err != nil {
+			c.t.Fatal(err)
+		}
+	default:
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+func (c client) json(method, path, auth string, body any, status int, into any) {
+	c.t.Helper()
+	got, _, raw := c.call(method, path, auth, body)
+	if got != status {
+		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, raw)
+	}
+	if into != nil {
+		if err := json.Unmarshal(raw, into); err != nil {
+			c.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+}
+
+func (c client) token(sub string) string {
+	c.t.Helper()
+	var out struct {
+		Token     string `json:"token"`
+		ExpiresAt string `json:"expires_at"`
+	}
+	c.json("POST", "/_local/token", "", map[string]string{"sub": sub}, 200, &out)
+	if exp, err := time.Parse(time.RFC3339, out.ExpiresAt); err != nil || time.Until(exp) < 50*time.Minute {
+		c.t.Fatalf("expires_at %q", out.ExpiresAt)
+	}
+	return out.Token
+}
+
+func waitIdle(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The real handlers and the real counter processor, end to end: a favorite
+// written through the API is counted once the stream has been delivered.
+func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	alice, bob := c.token("alice"), c.token("bob")
+	c.json("PUT", "/v1/games/space-race", "sigv4", map[string]string{"title": "Space Race", "thumbnail_url": "https://img.example/s.png"}, 200, nil)
+	for _, tok := range []string{alice, bob} {
+		var fav struct {
+			Favorited, Changed bool
+		}
+		c.json("POST", "/v1/favorites/space-race", tok, nil, 200, &fav)
+		if !fav.Favorited || !fav.Changed {
+			t.Fatalf("favorite = %+v", fav)
+		}
+	}
+	waitIdle(t, s)
+	var count struct {
+		Count int64 `json:"count"`
+	}
+	c.json("GET", "/v1/games/space-race/favorites/count", alice, nil, 200, &count)
+	if count.Count != 2 {
+		t.Fatalf("count = %d after WaitIdle, want 2", count.Count)
+	}
+}
+
+func TestHealthReportsEverythingUp(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	var h stack.Health
+	c.json("GET", "/_local/health", "", nil, 200, &h)
+	if h.Status != "ok" || h.DynamoDB != "ok" || h.Redis != "ok" || h.Routes != len(routes.All) {
+		t.Fatalf("health %+v", h)
+	}
+	if len(h.Processors) != len(routes.Processors) {
+		t.Fatalf("processors %+v, want one per declared processor", h.Processors)
+	}
+	for i, p := range routes.Processors {
+		if h.Processors[i].Function != p.Function {
+			t.Errorf("processor %d = %s, want %s", i, h.Processors[i].Function, p.Function)
+		}
+	}
+}
+
+func TestTheClockMovesWhatHandlersSee(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	var st struct {
+		Now    string `json:"now"`
+		Offset string `json:"offset"`
+	}
+	c.json("POST", "/_local/clock", "", map[string]string{"now": "2026-11-22T10:00:00Z"}, 200, &st)
+	if now := s.Clock().Now(); now.Before(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) || now.After(time.Date(2026, 11, 22, 10, 1, 0, 0, time.UTC)) {
+		t.Fatalf("clock after set = %s", now)
+	}
+	c.json("POST", "/_local/clock", "", map[string]string{"advance": "24h"}, 200, &st)
+	got, err := time.Parse(time.RFC3339Nano, st.Now)
+	if err != nil || got.Before(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)) || got.After(time.Date(2026, 11, 23, 10, 1, 0, 0, time.UTC)) {
+		t.Fatalf("clock after advance = %q", st.Now)
+	}
+	c.json("GET", "/_local/clock", "", nil, 200, &st)
+	if !strings.HasPrefix(st.Now, "2026-11-23T10:0") {
+		t.Fatalf("GET clock = %+v", st)
+	}
+	if s.Deps().Clock.Now().Before(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("the handlers' clock does not follow: %s", s.Deps().Clock.Now())
+	}
+	for _, bad := range []map[string]string{{}, {"now": "2026-11-22T10:00:00Z", "advance": "1h"}, {"now": "tomorrow"}, {"advance": "1 day"}} {
+		code, hdr, body := c.call("POST", "/_local/clock", "", bad)
+		if code != 400 || hdr.Get("Content-Type") != api.ProblemContentType {
+			t.Errorf("POST /_local/clock %v: %d %s", bad, code, body)
+		}
+	}
+}
+
+func TestTokensFromTheLocalIssuerOpenPlayerRoutes(t *testing.T) {
+	var sub atomic.Value
+	s := testenv.Stack(t, stack.Options{Handlers: map[string]api.Handler{
+		routes.TopGames.Function: func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			sub.Store(ev.RequestContext.Authorizer.JWT.Claims["sub"])
+			return api.Encode(api.OK(map[string]string{})), nil
+		},
+	}})
+	c := client{t, s.URL()}
+	c.json("GET", "/v1/games/top", c.token("carol"), nil, 200, nil)
+	if sub.Load() != "carol" {
+		t.Fatalf("handler saw sub %v", sub.Load())
+	}
+
+	var jwks authorizer.JWKS
+	c.json("GET", "/_local/.well-known/jwks.json", "", nil, 200, &jwks)
+	if len(jwks.Keys) != 1 || jwks.Keys[0].Kid != s.JWT().KeyID() || jwks.Keys[0].Kty != "RSA" {
+		t.Fatalf("jwks %+v", jwks)
+	}
+	var oidc map[string]any
+	c.json("GET", "/_local/.well-known/openid-configuration", "", nil, 200, &oidc)
+	if oidc["issuer"] != s.URL()+"/_local" || oidc["jwks_uri"] != s.URL()+"/_local/.well-known/jwks.json" {
+		t.Fatalf("openid configuration %v", oidc)
+	}
+
+	var expired struct{ Token string }
+	c.json("POST", "/_local/token", "", map[string]string{"sub": "carol", "ttl": "-1h"}, 200, &expired)
+	if code, _, body := c.call("GET", "/v1/games/top", expired.Token, nil); code != 401 {
+		t.Fatalf("expired token: %d %s", code, body)
+	}
+	for _, bad := range []map[string]string{{}, {"sub": "no spaces allowed"}, {"sub": "x", "ttl": "forever"}, {"sub": "x", "extra": "1"}} {
+		if code, _, body := c.call("POST", "/_local/token", "", bad); code != 400 {
+			t.Errorf("POST /_local/token %v: %d %s", bad, code, body)
+		}
+	}
+}
+
+// A processor that fails every record: the batch ends in the DLQ (visible in
+// the console and in health), and a redrive after the fix empties it.
+func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	var mu sync.Mutex
+	var applied []string
+	s := testenv.Stack(t, stack.Options{Processors: map[string]streams.Handler{
+		routes.CounterProcessor.Function: func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+			if broken.Load() {
+				return events.DynamoDBEventResponse{}, errors.New("counter store unavailable")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range ev.Records {
+				applied = append(applied, r.Change.SequenceNumber)
+			}
+			return events.DynamoDBEventResponse{}, nil
+		},
+	}})
+	c := client{t, s.URL()}
+	c.json("POST", "/v1/favorites/space-race", c.token("alice"), nil, 200, nil)
+	waitIdle(t, s)
+
+	var list struct {
+		Count   int `json:"count"`
+		Batches []struct {
+			Function       string `json:"function"`
+			RequestContext struct {
+				Condition string `json:"condition"`
+			} `json:"requestContext"`
+			BatchInfo struct {
+				BatchSize int `json:"batchSize"`
+			} `json:"DDBStreamBatchInfo"`
+			Records []events.DynamoDBEventRecord `json:"records"`
+		} `json:"batches"`
+	}
+	c.json("GET", "/_local/dlq", "", nil, 200, &list)
+	if list.Count != 1 || list.Batches[0].Function != routes.CounterProcessor.Function ||
+		list.Batches[0].RequestContext.Condition != "RetryAttemptsExhausted" || len(list.Batches[0].Records) != 1 {
+		t.Fatalf("dlq %+v", list)
+	}
+	var h stack.Health
+	c.json("GET", "/_local/health", "", nil, 200, &h)
+	if h.Processors[0].DLQBatches != 1 {
+		t.Fatalf("health does not show the parked batch: %+v", h.Processors)
+	}
+
+	broken.Store(false)
+	var rd struct {
+		Results []struct {
+			Function             string
+			Succeeded, Remaining int
+		} `json:"results"`
+	}
+	c.json("POST", "/_local/dlq/redrive", "", nil, 200, &rd)
+	if len(rd.Results) != 1 || rd.Results[0].Succeeded != 1 || rd.Results[0].Remaining != 0 {
+		t.Fatalf("redrive %+v", rd)
+	}
+	mu.Lock()
+	if len(applied) != 1 || applied[0] != list.Batches[0].Records[0].Change.SequenceNumber {
+		t.Errorf("applied %v after redrive", applied)
+	}
+	mu.Unlock()
+	c.json("GET", "/_local/dlq", "", nil, 200, &list)
+	if list.Count != 0 {
+		t.Fatalf("dlq after redrive: %+v", list)
+	}
+	if code, _, _ := c.call("POST", "/_local/dlq/redrive", "", map[string]string{"function": "nope"}); code != 400 {
+		t.Errorf("redrive of an unknown function: %d", code)
+	}
+}
+
+func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	fn := routes.CounterProcessor.Function
+	if err := s.Pause(fn); err != nil {
+		t.Fatal(err)
+	}
+	tok := c.token("alice")
+	for _, g := range []string{"g1", "g2", "g3"} {
+		c.json("POST", "/v1/favorites/"+g, tok, nil, 200, nil)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var h stack.Health
+		c.json("GET", "/_local/health", "", nil, 200, &h)
+		if h.Processors[0].LagRecords == 3 && h.Processors[0].Paused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag never reached 3: %+v", h.Processors)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Resume(fn); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	var h stack.Health
+	c.json("GET", "/_local/health", "", nil, 200, &h)
+	if p := h.Processors[0]; p.LagRecords != 0 || p.Delivered != 3 || p.LastBatchAt == nil {
+		t.Fatalf("after resume: %+v", p)
+	}
+	if err := s.Pause("no-such-function"); !errors.Is(err, stack.ErrUnknownFunction) {
+		t.Errorf("Pause(unknown) = %v", err)
+	}
+}
+
+func TestServiceRoutesAcceptSignRequest(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	c.json("PUT", "/v1/games/g1", "sigv4", map[string]string{"title": "G1", "thumbnail_url": "https://img.example/g1.png"}, 200, nil)
+	if code, _, _ := c.call("PUT", "/v1/games/g1", c.token("alice"), map[string]string{"title": "G1"}); code != 403 {
+		t.Fatalf("a player token on a service route answered %d, want 403", code)
+	}
+}
+
+func TestOpenAPIAndRequestLog(t *testing.T) {
+	var logs syncBuffer
+	s := testenv.Stack(t, stack.Options{Log: &logs})
+	c := client{t, s.URL()}
+	code, hdr, body := c.call("GET", "/openapi.json", "", nil)
+	var doc map[string]any
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") || json.Unmarshal(body, &doc) != nil || doc["openapi"] == nil {
+		t.Fatalf("/openapi.json: %d %s %.100s", code, hdr.Get("Content-Type"), body)
+	}
+	code, hdr, _ = c.call("GET", "/_local/nothing", "", nil)
+	if code != 404 || hdr.Get("Content-Type") != api.ProblemContentType {
+		t.Fatalf("unknown local endpoint: %d %s", code, hdr.Get("Content-Type"))
+	}
+	_, hdr, _ = c.call("GET", "/v1/games/top", c.token("alice"), nil)
+	id := hdr.Get("Apigw-Requestid")
+	if id == "" {
+		t.Fatal("no apigw-requestid header")
+	}
+	// After Close no request is in flight, so every log line is written.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line["msg"] != "request" || line["request_id"] != id {
+			continue
+		}
+		if line["method"] != "GET" || line["path"] != "/v1/games/top" || line["status"] != float64(200) ||
+			line["route"] != routes.TopGames.Key() || line["duration_ms"] == nil {
+			t.Fatalf("request log line %v", line)
+		}
+		return
+	}
+	t.Fatalf("no request log line for %s in:\n%s", id, logs.String())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
