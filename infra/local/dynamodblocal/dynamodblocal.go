@@ -96,7 +96,7 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 	args := []string{
 		// C1 only and a small serial GC: start-up time matters more than
 		// peak throughput for a development database.
-		"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m",
+		"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
 		"-jar", jar, "-port", strconv.Itoa(port),
 	}

@@ -262,7 +262,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Problem(w, errs.New(errs.Internal, "function %s has no handler", c.route.Function))
 		return
 	}
-	ev := g.Event(r, c.route.Route, params, body, requestID, desc)
+	ev := g.event(r, c.route.Route, params, body, requestID, desc)
 	resp, err := invoke(r.Context(), c.route.Handler, ev)
 	if err != nil {
 		g.opts.Log.Error("function failed", "function", c.route.Function, "route", c.route.Key(),
@@ -270,7 +270,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Problem(w, errs.Wrap(errs.Internal, err, "the function failed"))
 		return
 	}
-	if err := Write(w, resp); err != nil {
+	if err := write(w, resp); err != nil {
 		g.opts.Log.Error("bad function response", "function", c.route.Function, "request_id", requestID, "error", err.Error())
 		Problem(w, errs.Wrap(errs.Internal, err, "the function returned a malformed response"))
 	}
@@ -303,8 +303,8 @@ func invoke(ctx context.Context, h api.Handler, ev events.APIGatewayV2HTTPReques
 	return h(ctx, ev)
 }
 
-// Event builds the payload format 2.0 event for r as API Gateway would.
-func (g *Gateway) Event(r *http.Request, route routes.Route, params map[string]string, body []byte,
+// event builds the payload format 2.0 event for r as API Gateway would.
+func (g *Gateway) event(r *http.Request, route routes.Route, params map[string]string, body []byte,
 	requestID string, desc *authorizer.Description) events.APIGatewayV2HTTPRequest {
 	now := time.Now().UTC()
 	sourceIP, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -432,9 +432,9 @@ func isText(contentType string) bool {
 	return false
 }
 
-// Write renders a Lambda response: status, headers, multi-value headers,
+// write renders a Lambda response: status, headers, multi-value headers,
 // cookies as Set-Cookie, and the body (decoded when base64).
-func Write(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) error {
+func write(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) error {
 	body := []byte(resp.Body)
 	if resp.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(resp.Body)
@@ -478,7 +478,7 @@ func Write(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) error {
 // Problem writes err as Rally's problem document, the one error format
 // clients see whether the gateway or a handler refused the request.
 func Problem(w http.ResponseWriter, err error) {
-	_ = Write(w, api.Encode(api.ProblemFor(err)))
+	_ = write(w, api.Encode(api.ProblemFor(err)))
 }
 
 // NewRequestID returns an id shaped like API Gateway's (base64 of random

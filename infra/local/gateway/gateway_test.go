@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -505,4 +507,85 @@ func problem(t *testing.T, resp *http.Response, body []byte, status int) api.Pro
 		t.Fatalf("incomplete problem %+v", p)
 	}
 	return p
+}
+
+// Precedence on made-up routes: the leftmost literal segment wins, a
+// greedy parameter matches what nothing else does, and a route without a
+// function answers 500.
+func TestMostSpecificRouteWinsAndUnboundRoutesFail(t *testing.T) {
+	var got string
+	handler := func(name string) api.Handler {
+		return func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			got = name + " " + strings.Join(sortedParams(ev.PathParameters), ",")
+			return api.Encode(api.OK(nil)), nil
+		}
+	}
+	route := func(path, fn string, h api.Handler) gateway.Route {
+		return gateway.Route{Route: routes.Route{Method: "GET", Path: path, Function: fn, Auth: routes.Player}, Handler: h}
+	}
+	j, err := authorizer.NewJWT(issuer, audience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Options{
+		Routes: []gateway.Route{
+			route("/a/{x}/c", "param-first", handler("param-first")),
+			route("/a/b/{y}", "literal-first", handler("literal-first")),
+			route("/files/{path+}", "greedy", handler("greedy")),
+			route("/unbound", "unbound", nil),
+		},
+		Authorizers: map[routes.Auth]authorizer.Authorizer{routes.Player: j},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	tok, _, err := j.Mint(authorizer.TokenRequest{Subject: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/a/b/c":        "literal-first y=c",
+		"/a/z/c":        "param-first x=z",
+		"/files/x/y/z":  "greedy path=x/y/z",
+		"/unbound":      "500",
+		"/files":        "404",
+		"/a/b/c/d":      "404",
+		"/a/%62/c":      "literal-first y=c",
+		"/files/a%2Fb":  "greedy path=a/b",
+		"/a/b%20b/c":    "param-first x=b b",
+		"/a/b/c?q=%zz!": "literal-first y=c",
+	} {
+		got = ""
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch want {
+		case "404", "500":
+			if fmt.Sprint(resp.StatusCode) != want || got != "" {
+				t.Errorf("%s: status %d, handler %q; want %s", path, resp.StatusCode, got, want)
+			}
+		default:
+			if got != want {
+				t.Errorf("%s: served by %q, want %q", path, got, want)
+			}
+		}
+	}
+	if _, err := gateway.New(gateway.Options{Routes: []gateway.Route{route("/x", "a", nil), route("/x", "b", nil)}}); err == nil {
+		t.Error("a duplicate route key was accepted")
+	}
+}
+
+func sortedParams(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

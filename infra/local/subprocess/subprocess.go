@@ -17,8 +17,7 @@ import (
 	"time"
 )
 
-// ErrExited is returned by Wait helpers when the process is no longer
-// running.
+// ErrExited means the process died before it became ready.
 var ErrExited = errors.New("subprocess: process exited")
 
 // Process is a running child.
@@ -26,7 +25,7 @@ type Process struct {
 	cmd  *exec.Cmd
 	out  *tail
 	done chan struct{}
-	err  error // set before done is closed
+	err  error // how the process ended; set before done is closed
 
 	stopOnce sync.Once
 }
@@ -58,16 +57,6 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Output returns the tail of what the process printed.
 func (p *Process) Output() string { return p.out.String() }
-
-// ExitErr returns how the process ended, once Done is closed.
-func (p *Process) ExitErr() error {
-	select {
-	case <-p.done:
-		return p.err
-	default:
-		return nil
-	}
-}
 
 // Stop signals the whole process group with SIGTERM, waits up to grace for
 // it to exit, then kills the group. It is safe to call more than once.
