@@ -263,7 +263,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
-	resp, err := invoke(r.Context(), c.route.Handler, ev)
+	// A Lambda runs to completion even when the client hangs up.
+	resp, err := invoke(context.WithoutCancel(r.Context()), c.route.Handler, ev)
 	if err != nil {
 		g.opts.Log.Error("function failed", "function", c.route.Function, "route", c.route.Key(),
 			"request_id", requestID, "error", err.Error())

@@ -68,6 +68,7 @@ type Poller struct {
 	described    time.Time // start of the last completed DescribeStream
 	lastBatchAt  time.Time
 	delivered    int64
+	runErr       error         // why Run gave up, if it did
 	changed      chan struct{} // closed and replaced on every state change
 	wakeDescribe chan struct{}
 }
@@ -119,13 +120,12 @@ func (p *Poller) Function() string { return p.opts.Processor.Function }
 // Run polls until ctx ends. It fails only when the source table has no
 // stream.
 func (p *Poller) Run(ctx context.Context) error {
-	out, err := p.opts.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.opts.Table)})
-	if err != nil {
-		return fmt.Errorf("poller %s: describe %s: %w", p.Function(), p.opts.Table, err)
-	}
-	p.streamARN = aws.ToString(out.Table.LatestStreamArn)
-	if p.streamARN == "" {
-		return fmt.Errorf("poller %s: table %s has no stream", p.Function(), p.opts.Table)
+	if err := p.resolveStream(ctx); err != nil {
+		p.mu.Lock()
+		p.runErr = err
+		p.broadcast()
+		p.mu.Unlock()
+		return err
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -149,6 +149,18 @@ func (p *Poller) Run(ctx context.Context) error {
 		case <-time.After(p.opts.PollInterval):
 		}
 	}
+}
+
+func (p *Poller) resolveStream(ctx context.Context) error {
+	out, err := p.opts.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.opts.Table)})
+	if err != nil {
+		return fmt.Errorf("poller %s: describe %s: %w", p.Function(), p.opts.Table, err)
+	}
+	p.streamARN = aws.ToString(out.Table.LatestStreamArn)
+	if p.streamARN == "" {
+		return fmt.Errorf("poller %s: table %s has no stream", p.Function(), p.opts.Table)
+	}
+	return nil
 }
 
 func (p *Poller) describe(ctx context.Context) ([]types.Shard, error) {
@@ -565,7 +577,8 @@ func (p *Poller) kick() {
 }
 
 // WaitIdle returns once every record written to the stream before the call
-// has been delivered (applied or parked), or at once when paused. It polls
+// has been delivered (applied or parked), at once when paused, and with
+// Run's error when the poller could not start. It polls
 // every shard immediately rather than waiting for the next tick, but a
 // batching window still runs its course.
 func (p *Poller) WaitIdle(ctx context.Context) error {
@@ -573,8 +586,11 @@ func (p *Poller) WaitIdle(ctx context.Context) error {
 	p.kick()
 	for {
 		p.mu.Lock()
-		idle, changed := p.paused || p.idleSince(since), p.changed
+		idle, changed, runErr := p.paused || p.idleSince(since), p.changed, p.runErr
 		p.mu.Unlock()
+		if runErr != nil {
+			return runErr
+		}
 		if idle {
 			return nil
 		}

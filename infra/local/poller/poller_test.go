@@ -353,3 +353,27 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestATableWithoutAStreamIsReportedNotAwaitedForever(t *testing.T) {
+	db, names, endpoint := testenv.DynamoDB(t)
+	dlq, err := poller.NewDLQ(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := poller.New(poller.Options{
+		Processor: processor(10, 0), Table: names.Of(schema.Counters), DB: db,
+		Streams: testenv.StreamsClient(endpoint), DLQ: dlq,
+		Handler: (&recorder{}).handle,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no stream") {
+		t.Fatalf("Run = %v, want a missing-stream error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.WaitIdle(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdle = %v, want Run's error at once", err)
+	}
+}
