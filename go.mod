@@ -61,3 +61,5 @@ require (
 	google.golang.org/grpc v1.64.1 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )
+
+ignore ./node_modules
