@@ -47,6 +47,7 @@ type Server struct {
 	port     int
 	jar      string
 	endpoint string
+	tmpDir   string // removed on Close
 }
 
 // Start launches DynamoDB Local and returns once it answers HTTP requests.
@@ -92,32 +93,47 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 			return nil, err
 		}
 	}
-	dir := filepath.Dir(jar)
 	args := []string{
 		// C1 only and a small serial GC: start-up time matters more than
 		// peak throughput for a development database.
 		"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
+		"-Djava.library.path=" + filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
 		"-jar", jar, "-port", strconv.Itoa(port),
+		// One database whatever the caller's credentials: the handlers may
+		// sign with a developer's AWS_ACCESS_KEY_ID, the stack with "local".
+		"-sharedDb",
+		"-disableTelemetry",
 	}
-	if opts.DBPath != "" {
-		abs, err := filepath.Abs(opts.DBPath)
+	// DynamoDB Local writes a metadata file into its working directory;
+	// keep it out of the repository.
+	workDir := opts.DBPath
+	if workDir != "" {
+		abs, err := filepath.Abs(workDir)
 		if err != nil {
 			return nil, fmt.Errorf("dynamodblocal: %w", err)
 		}
+		workDir = abs
 		args = append(args, "-dbPath", abs)
 	} else {
+		tmp, err := os.MkdirTemp("", "dynamodb-local-")
+		if err != nil {
+			return nil, fmt.Errorf("dynamodblocal: %w", err)
+		}
+		workDir = tmp
 		args = append(args, "-inMemory")
 	}
-	proc, err := subprocess.Start(java, args...)
+	proc, err := subprocess.Start(workDir, java, args...)
 	if err != nil {
 		return nil, fmt.Errorf("dynamodblocal: %w", err)
 	}
 	s := &Server{proc: proc, port: port, jar: jar, endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
+	if opts.DBPath == "" {
+		s.tmpDir = workDir
+	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := proc.WaitReady(wctx, 25*time.Millisecond, s.ping); err != nil {
-		proc.Stop(2 * time.Second)
+		_ = s.Close()
 		if strings.Contains(proc.Output(), "UnsupportedClassVersionError") {
 			return nil, fmt.Errorf("dynamodblocal: %w; the java on PATH is older", ErrNoJava)
 		}
@@ -157,6 +173,11 @@ func (s *Server) Jar() string { return s.jar }
 // Close stops DynamoDB Local and waits for it to exit.
 func (s *Server) Close() error {
 	s.proc.Stop(5 * time.Second)
+	if s.tmpDir != "" {
+		if err := os.RemoveAll(s.tmpDir); err != nil {
+			return fmt.Errorf("dynamodblocal: remove %s: %w", s.tmpDir, err)
+		}
+	}
 	return nil
 }
 

@@ -80,7 +80,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	proc, err := subprocess.Start(s.bin,
+	proc, err := subprocess.Start("", s.bin,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		// A cache: nothing to persist, nothing to load on restart.
 		"--save", "", "--appendonly", "no",

@@ -30,10 +30,12 @@ type Process struct {
 	stopOnce sync.Once
 }
 
-// Start runs name with args in its own process group. Its combined output
-// is kept (the last few KiB) for error messages.
-func Start(name string, args ...string) (*Process, error) {
+// Start runs name with args in its own process group, in directory dir
+// (the current one when empty). Its combined output is kept (the last few
+// KiB) for error messages.
+func Start(dir, name string, args ...string) (*Process, error) {
 	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
 	out := &tail{max: 8 << 10}
 	cmd.Stdout = out
 	cmd.Stderr = out
