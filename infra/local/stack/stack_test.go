@@ -18,6 +18,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stack/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/routes"
@@ -107,7 +108,7 @@ func waitIdle(t *testing.T, s *stack.Stack) {
 // The real handlers and the real counter processor, end to end: a favorite
 // written through the API is counted once the stream has been delivered.
 func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	alice, bob := c.token("alice"), c.token("bob")
 	c.json("PUT", "/v1/games/space-race", "sigv4", map[string]string{"title": "Space Race", "thumbnail_url": "https://img.example/s.png"}, 200, nil)
@@ -131,7 +132,7 @@ func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
 }
 
 func TestHealthReportsEverythingUp(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	var h stack.Health
 	c.json("GET", "/_local/health", "", nil, 200, &h)
@@ -149,7 +150,7 @@ func TestHealthReportsEverythingUp(t *testing.T) {
 }
 
 func TestTheClockMovesWhatHandlersSee(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	var st struct {
 		Now    string `json:"now"`
@@ -181,7 +182,7 @@ func TestTheClockMovesWhatHandlersSee(t *testing.T) {
 
 func TestTokensFromTheLocalIssuerOpenPlayerRoutes(t *testing.T) {
 	var sub atomic.Value
-	s := testenv.Stack(t, stack.Options{Handlers: map[string]api.Handler{
+	s := stacktest.Start(t, stack.Options{Handlers: map[string]api.Handler{
 		routes.TopGames.Function: func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			sub.Store(ev.RequestContext.Authorizer.JWT.Claims["sub"])
 			return api.Encode(api.OK(map[string]string{})), nil
@@ -223,7 +224,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 	broken.Store(true)
 	var mu sync.Mutex
 	var applied []string
-	s := testenv.Stack(t, stack.Options{Processors: map[string]streams.Handler{
+	s := stacktest.Start(t, stack.Options{Processors: map[string]streams.Handler{
 		routes.CounterProcessor.Function: func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 			if broken.Load() {
 				return events.DynamoDBEventResponse{}, errors.New("counter store unavailable")
@@ -290,7 +291,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 }
 
 func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	fn := routes.CounterProcessor.Function
 	if err := s.Pause(fn); err != nil {
@@ -327,7 +328,7 @@ func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
 }
 
 func TestServiceRoutesAcceptSignRequest(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	c.json("PUT", "/v1/games/g1", "sigv4", map[string]string{"title": "G1", "thumbnail_url": "https://img.example/g1.png"}, 200, nil)
 	if code, _, _ := c.call("PUT", "/v1/games/g1", c.token("alice"), map[string]string{"title": "G1"}); code != 403 {
@@ -337,7 +338,7 @@ func TestServiceRoutesAcceptSignRequest(t *testing.T) {
 
 func TestOpenAPIAndRequestLog(t *testing.T) {
 	var logs syncBuffer
-	s := testenv.Stack(t, stack.Options{Log: &logs})
+	s := stacktest.Start(t, stack.Options{Log: &logs})
 	c := client{t, s.URL()}
 	code, hdr, body := c.call("GET", "/openapi.json", "", nil)
 	var doc map[string]any
