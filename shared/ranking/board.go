@@ -28,7 +28,8 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 	if ttl < time.Millisecond {
 		return invalid("sum into %s: ttl %s under 1ms", dst, ttl)
 	}
-	keys := dst.keys().heads()
+	dk := dst.keys()
+	keys := []string{dk.meta(), dk.live()}
 	for _, s := range srcs {
 		if err := s.validate(); err != nil {
 			return err
@@ -36,7 +37,7 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 		if s.Tag != dst.Tag || s.Order != dst.Order {
 			return invalid("sum into %s: source %s has another tag or order", dst, s)
 		}
-		keys = append(keys, s.keys().heads()...)
+		keys = append(keys, s.keys().live())
 	}
 	if _, err := e.run(ctx, sumScript, keys, ttl.Milliseconds()); err != nil {
 		return fmt.Errorf("sum %d boards into %s: %w", len(srcs), dst, err)
@@ -99,14 +100,13 @@ func (e *Engine) Delete(ctx context.Context, b Board) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", b, err)
 	}
-	// A slot the meta calls clean may still hold a bucket of level 0 or
-	// its sorted set only if the meta was lost; delete both slots fully.
+	// Clear both lookup slots whatever the meta says of the spare one.
 	st.dirty = true
 	err = e.eachBucketBatch(ctx, k, st, func(pipe redis.Pipeliner, keys []string) {
 		pipe.Unlink(ctx, keys...)
 	})
 	if err == nil {
-		err = e.rdb.Unlink(ctx, k.zset(slotA), k.zset(slotB), k.meta()).Err()
+		err = e.rdb.Unlink(ctx, k.live(), k.next(), k.meta()).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", b, err)

@@ -68,12 +68,19 @@ func zscore(o Order, score int64) string {
 // plain integers; anything else means the board holds a sum out of range.
 func parseZScore(o Order, s string) (int64, error) {
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<62 {
-		return 0, fmt.Errorf("ranking: score %q is not an integer", s)
+	if err != nil {
+		return 0, fmt.Errorf("ranking: score %q is not a number", s)
 	}
-	v := int64(f)
+	v, err := integral(f)
 	if o == Desc {
 		v = -v
 	}
-	return v, nil
+	return v, err
+}
+
+func integral(f float64) (int64, error) {
+	if f != math.Trunc(f) || math.Abs(f) > 1<<62 {
+		return 0, fmt.Errorf("ranking: score %v is not an integer", f)
+	}
+	return int64(f), nil
 }

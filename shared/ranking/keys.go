@@ -11,11 +11,14 @@ import (
 //
 // (names cannot contain '|', so the prefix names one board) followed by
 //
-//	m              meta hash: which slot is live, each slot's lookup level
+//	z              the live sorted set, always under this name, so Top
+//	               reads it without a script
+//	n              the next sorted set, built by a load; it replaces z in
+//	               one step when the load commits
+//	m              meta hash: which lookup slot is live, each slot's level
 //	               and insert count, load state, expiry deadline
-//	a, b           the sorted sets of the two slots; one is live, the other
-//	               is empty or is where a load builds the next version
-//	a<l>:<i>       lookup bucket i (hex) of level l in slot a (b likewise)
+//	a<l>:<i>       lookup bucket i (hex) of level l in slot a (b likewise);
+//	               one slot goes with z, the other with n
 //
 // Lookup buckets are hashes ID -> value that must stay small enough for the
 // listpack encoding (128 entries by default, and ElastiCache Serverless
@@ -53,9 +56,12 @@ func (b Board) keys() boardKeys {
 	return boardKeys{base: keyPrefix + b.Tag + "}:" + b.Name + "|"}
 }
 
-func (k boardKeys) meta() string            { return k.base + "m" }
-func (k boardKeys) zset(slot string) string { return k.base + slot }
-func (k boardKeys) heads() []string         { return []string{k.meta(), k.zset(slotA), k.zset(slotB)} }
+func (k boardKeys) meta() string { return k.base + "m" }
+func (k boardKeys) live() string { return k.base + "z" }
+func (k boardKeys) next() string { return k.base + "n" }
+
+// heads are the keys every board script starts with.
+func (k boardKeys) heads() []string { return []string{k.meta(), k.live(), k.next()} }
 func (k boardKeys) bucket(slot string, level int, idx uint64) string {
 	return k.base + slot + strconv.Itoa(level) + ":" + strconv.FormatUint(idx, 16)
 }

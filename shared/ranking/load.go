@@ -9,10 +9,11 @@ import (
 	"strconv"
 )
 
-// Load sizes: items per script call and calls per round trip.
+// Load sizes: items per script call (a few ms of Redis time, so other
+// clients are not held up during a rebuild) and calls per round trip.
 const (
-	loadChunk    = 1000
-	loadPipeline = 8
+	loadChunk    = 250
+	loadPipeline = 32
 )
 
 // Loader rebuilds a board from the source of truth. It builds the new
@@ -228,11 +229,12 @@ func (e *Engine) freeSlot(ctx context.Context, k boardKeys, slot string, level i
 	return nil
 }
 
-// clearSlot unlinks every key a slot up to level may hold, unless another
-// load starts meanwhile (ErrLoadSuperseded).
+// clearSlot unlinks the next sorted set and every lookup bucket a slot up
+// to level may hold, unless another load starts meanwhile
+// (ErrLoadSuperseded).
 func (e *Engine) clearSlot(ctx context.Context, k boardKeys, slot string, level int, seq string) error {
 	var calls []call
-	batch := []string{k.meta(), k.zset(slot)}
+	batch := []string{k.meta(), k.next()}
 	send := func() error {
 		replies, err := e.runAll(ctx, calls)
 		calls = calls[:0]

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// Top returns the best n entries and the board's total, in one round trip.
+// Top returns the best n entries and the board's total, in one round trip
+// (a transaction of two reads; no script).
 func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error) {
 	if err := b.validate(); err != nil {
 		return nil, 0, err
@@ -15,20 +17,33 @@ func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error
 	if n < 0 {
 		return nil, 0, invalid("top n %d is negative", n)
 	}
-	v, err := e.run(ctx, topScript, b.keys().heads(), n)
+	live := b.keys().live()
+	pipe := e.rdb.TxPipeline()
+	var best *redis.ZSliceCmd
+	if n > 0 {
+		best = pipe.ZRangeWithScores(ctx, live, 0, int64(n-1))
+	}
+	total := pipe.ZCard(ctx, live)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+	}
+	if best == nil {
+		return nil, total.Val(), nil
+	}
+	raw := make([]rawEntry, len(best.Val()))
+	for i, z := range best.Val() {
+		m, _ := z.Member.(string)
+		zs, err := integral(z.Score)
+		if err != nil {
+			return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+		}
+		raw[i] = rawEntry{member: m, z: zs}
+	}
+	entries, err := b.window(raw, 0, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
-		return nil, 0, fmt.Errorf("top %d of %s: unexpected reply %v", n, b, v)
-	}
-	total, _ := arr[0].(int64)
-	entries, err := b.window(arr[1], 0, 0)
-	if err != nil {
-		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
-	}
-	return entries, total, nil
+	return entries, total.Val(), nil
 }
 
 // Total returns the number of entries on the board.
@@ -80,7 +95,11 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, 
 		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v", id, b, v)
 	}
 	total, index, start, better := r[0], r[1], r[2], r[3]
-	window, err := b.window(arr[4], start, better)
+	raw, err := rawEntries(arr[4])
+	if err != nil {
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, err)
+	}
+	window, err := b.window(raw, start, better)
 	if err != nil || index-start >= int64(len(window)) {
 		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v: %v", id, b, v, err)
 	}
@@ -123,11 +142,7 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, err
 	if !ok || len(arr)%3 != 0 {
 		return nil, fmt.Errorf("rank %d ids on %s: unexpected reply %v", len(uniq), b, v)
 	}
-	type scored struct {
-		member string
-		z      int64
-	}
-	found := make([]scored, 0, len(arr)/3)
+	found := make([]rawEntry, 0, len(arr)/3)
 	for i := 0; i < len(arr); i += 3 {
 		idx, ok1 := arr[i].(int64)
 		pfx, ok2 := arr[i+1].(string)
@@ -139,7 +154,7 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, err
 		if err != nil {
 			return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
 		}
-		found = append(found, scored{member: pfx + uniq[idx], z: z})
+		found = append(found, rawEntry{member: pfx + uniq[idx], z: z})
 	}
 	// The same order Redis keeps: sorted-set score, then member bytes.
 	sort.Slice(found, func(i, j int) bool {
@@ -148,44 +163,58 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, err
 		}
 		return found[i].member < found[j].member
 	})
-	flat := make([]any, 0, 2*len(found))
-	for _, f := range found {
-		flat = append(flat, f.member, strconv.FormatInt(f.z, 10))
-	}
-	return b.window(flat, 0, 0)
+	return b.window(found, 0, 0)
 }
 
-// window decodes a flat member, score list that starts at 0-based position
-// start of the board, ranking each entry. better is the number of entries
-// strictly better than the first (needed for Shared ties only).
-func (b Board) window(v any, start, better int64) ([]Entry, error) {
+// rawEntry is a sorted-set member and its (sorted-set) score.
+type rawEntry struct {
+	member string
+	z      int64
+}
+
+// rawEntries reads a script's flat member, score list.
+func rawEntries(v any) ([]rawEntry, error) {
 	flat, ok := v.([]any)
 	if !ok || len(flat)%2 != 0 {
 		return nil, fmt.Errorf("ranking: unexpected member list %v", v)
 	}
-	out := make([]Entry, 0, len(flat)/2)
-	for i := 0; i < len(flat); i += 2 {
-		m, ok1 := flat[i].(string)
-		zs, ok2 := flat[i+1].(string)
+	out := make([]rawEntry, len(flat)/2)
+	for i := range out {
+		m, ok1 := flat[2*i].(string)
+		zs, ok2 := flat[2*i+1].(string)
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("ranking: unexpected member list %v", v)
 		}
-		ms, id, err := splitMember(m)
+		z, err := parseZScore(Asc, zs)
 		if err != nil {
 			return nil, err
 		}
-		score, err := parseZScore(b.Order, zs)
+		out[i] = rawEntry{member: m, z: z}
+	}
+	return out, nil
+}
+
+// window decodes entries that start at 0-based position start of the
+// board, ranking each. better is the number of entries strictly better
+// than the first (needed for Shared ties only).
+func (b Board) window(raw []rawEntry, start, better int64) ([]Entry, error) {
+	out := make([]Entry, 0, len(raw))
+	for i, r := range raw {
+		ms, id, err := splitMember(r.member)
 		if err != nil {
 			return nil, err
 		}
-		pos := start + int64(len(out))
-		rank := pos + 1
+		score := r.z
+		if b.Order == Desc {
+			score = -score
+		}
+		rank := start + int64(i) + 1
 		if b.Ties == Shared {
 			switch {
-			case len(out) == 0:
+			case i == 0:
 				rank = better + 1
-			case out[len(out)-1].Score == score:
-				rank = int64(out[len(out)-1].Rank)
+			case raw[i-1].z == r.z:
+				rank = int64(out[i-1].Rank)
 			}
 		}
 		out = append(out, Entry{ID: id, Score: score, ReachedAt: reachedTime(ms), Rank: int(rank)})

@@ -31,7 +31,6 @@ var (
 	aroundScript      = loadScript("around", true)
 	amongScript       = loadScript("among", true)
 	forgetScript      = loadScript("forget", true)
-	topScript         = loadScript("top", false)
 	sumScript         = loadScript("sum", false)
 	expireScript      = loadScript("expire", false)
 	loadPrepareScript = loadScript("load_prepare", false)

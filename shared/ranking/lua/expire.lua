@@ -1,5 +1,5 @@
 -- Sets the board's expiry to ARGV[1] ms from now on its meta and sorted
--- sets, and records it so later writes extend it to every key they touch.
+-- sets (KEYS[1..3]), and records it so later writes extend it to every key they touch.
 -- Returns {} for a board that does not exist, else {deadline, live slot,
 -- level of a, level of b, 1 if the other slot may hold keys} so the caller
 -- can expire the lookup buckets.

@@ -1,12 +1,16 @@
 -- Shared by every script that reads or writes by ID (see keys.go).
--- KEYS[1] is the board's meta hash, KEYS[2] and KEYS[3] the sorted sets of
--- slots a and b; the caller passes each ID's lookup buckets after them.
+-- KEYS[1] is the board's meta hash, KEYS[2] its live sorted set, KEYS[3]
+-- the next one (built by a load); the caller passes each ID's lookup
+-- buckets after them. Lookup slots are numbered 1 (a) and 2 (b).
 local NL = 8
 local ZERO = string.rep('\0', 8)
-local Z = {KEYS[2], KEYS[3]}
 local st = redis.call('HMGET', KEYS[1], 'live', 'la', 'lb', 'na', 'nb', 'build', 'exp')
 local live = 1
 if st[1] == 'b' then live = 2 end
+-- Z[s] is the sorted set that goes with lookup slot s.
+local Z = {}
+Z[live] = KEYS[2]
+Z[3 - live] = KEYS[3]
 local lvl = {tonumber(st[2]) or 0, tonumber(st[3]) or 0}
 local cnt = {tonumber(st[4]) or 0, tonumber(st[5]) or 0}
 local build = st[6]
