@@ -18,7 +18,6 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/stack/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/routes"
@@ -108,7 +107,7 @@ func waitIdle(t *testing.T, s *stack.Stack) {
 // The real handlers and the real counter processor, end to end: a favorite
 // written through the API is counted once the stream has been delivered.
 func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
-	s := stacktest.Start(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{})
 	c := client{t, s.URL()}
 	alice, bob := c.token("alice"), c.token("bob")
 	c.json("PUT", "/v1/games/space-race", "sigv4", map[string]string{"title": "Space Race", "thumbnail_url": "https://img.example/s.png"}, 200, nil)
@@ -132,7 +131,7 @@ func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
 }
 
 func TestHealthReportsEverythingUp(t *testing.T) {
-	s := stacktest.Start(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{})
 	c := client{t, s.URL()}
 	var h stack.Health
 	c.json("GET", "/_local/health", "", nil, 200, &h)
@@ -150,7 +149,7 @@ func TestHealthReportsEverythingUp(t *testing.T) {
 }
 
 func TestTheClockMovesWhatHandlersSee(t *testing.T) {
-	s := stacktest.Start(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{})
 	c := client{t, s.URL()}
 	var st struct {
 		Now    string `json:"now"`
@@ -182,7 +181,7 @@ func TestTheClockMovesWhatHandlersSee(t *testing.T) {
 
 func TestTokensFromTheLocalIssuerOpenPlayerRoutes(t *testing.T) {
 	var sub atomic.Value
-	s := stacktest.Start(t, stack.Options{Handlers: map[string]api.Handler{
+	s := testenv.Stack(t, stack.Options{Handlers: map[string]api.Handler{
 		routes.TopGames.Function: func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			sub.Store(ev.RequestContext.Authorizer.JWT.Claims["sub"])
 			return api.Encode(api.OK(map[string]string{})), nil
@@ -224,7 +223,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 	broken.Store(true)
 	var mu sync.Mutex
 	var applied []string
-	s := stacktest.Start(t, stack.Options{Processors: map[string]streams.Handler{
+	s := testenv.Stack(t, stack.Options{Processors: map[string]streams.Handler{
 		routes.CounterProcessor.Function: func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 			if broken.Load() {
 				return events.DynamoDBEventResponse{}, errors.New("counter store unavailable")
@@ -291,7 +290,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 }
 
 func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
-	s := stacktest.Start(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{})
 	c := client{t, s.URL()}
 	fn := routes.CounterProcessor.Function
 	if err := s.Pause(fn); err != nil {
@@ -328,7 +327,7 @@ func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
 }
 
 func TestServiceRoutesAcceptSignRequest(t *testing.T) {
-	s := stacktest.Start(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{})
 	c := client{t, s.URL()}
 	c.json("PUT", "/v1/games/g1", "sigv4", map[string]string{"title": "G1", "thumbnail_url": "https://img.example/g1.png"}, 200, nil)
 	if code, _, _ := c.call("PUT", "/v1/games/g1", c.token("alice"), map[string]string{"title": "G1"}); code != 403 {
@@ -338,7 +337,7 @@ func TestServiceRoutesAcceptSignRequest(t *testing.T) {
 
 func TestOpenAPIAndRequestLog(t *testing.T) {
 	var logs syncBuffer
-	s := stacktest.Start(t, stack.Options{Log: &logs})
+	s := testenv.Stack(t, stack.Options{Log: &logs})
 	c := client{t, s.URL()}
 	code, hdr, body := c.call("GET", "/openapi.json", "", nil)
 	var doc map[string]any

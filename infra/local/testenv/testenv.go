@@ -1,11 +1,12 @@
 // Package testenv gives integration tests real storage: DynamoDB Local (one
-// per test binary, a fresh set of tables per test) and a real redis-server
-// per test. Outside CI a missing dependency skips the test with the reason;
-// with CI=true it fails it, so a pipeline can never pass by skipping.
+// per test binary, a fresh set of tables per test), a real redis-server per
+// test, and a whole local stack for end-to-end tests. Outside CI a missing
+// dependency skips the test with the reason; with CI=true it fails it, so a
+// pipeline can never pass by skipping.
 //
-// testenv imports no feature code, so any package's tests can use it
-// without an import cycle; end-to-end tests of the whole stack use
-// infra/local/stack/stacktest.
+// Because Stack runs the real handlers, testenv depends on shared/app: use
+// it from external test packages (package foo_test) only, or a package
+// under shared/app would import itself.
 package testenv
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/redisserver"
+	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/tables"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -155,6 +157,50 @@ func Redis(t testing.TB) *redisserver.Server {
 	Require(t, "redis-server", err)
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
+}
+
+// Stack runs a whole local stack for an end-to-end test, on a free port,
+// against the binary's DynamoDB Local (fresh tables for this test) and a
+// real redis-server of its own, with the state directory in t.TempDir and
+// fast retries so DLQ paths finish quickly. Fields set in opts win. The
+// stack is stopped and its tables deleted when the test ends.
+func Stack(t testing.TB, opts stack.Options) *stack.Stack {
+	t.Helper()
+	if opts.DynamoDBEndpoint == "" {
+		opts.DynamoDBEndpoint = Endpoint(t)
+	}
+	if opts.Tables == nil {
+		opts.Tables = Names(t)
+	}
+	if opts.RedisURL == "" {
+		opts.RedisURL = Redis(t).URL()
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
+	}
+	if opts.Log == nil {
+		opts.Log = t.Output()
+	}
+	if opts.RetryBase == 0 {
+		opts.RetryBase, opts.RetryMax = 5*time.Millisecond, 50*time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("testenv: start the local stack: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("testenv: stop the local stack: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tables.Delete(ctx, s.DB(), s.Tables()); err != nil {
+			t.Logf("testenv: delete tables: %v", err)
+		}
+	})
+	return s
 }
 
 // Main runs the tests and then stops the DynamoDB Local this binary
