@@ -247,7 +247,8 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		}
 		got := 0
 		if !closed && len(buf) < maxBuffered {
-			if iter == nil {
+			fresh := iter == nil
+			if fresh {
 				var err error
 				if iter, err = p.iterator(ctx, sh.id, lastSeq); err != nil {
 					log.Warn("get shard iterator failed", "error", err.Error())
@@ -270,7 +271,7 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 				iter = nil
 				var expired *types.ExpiredIteratorException
 				var trimmed *types.TrimmedDataAccessException
-				if !errors.As(err, &expired) && !errors.As(err, &trimmed) {
+				if fresh || (!errors.As(err, &expired) && !errors.As(err, &trimmed)) {
 					log.Warn("get records failed", "error", err.Error())
 					p.sleep(ctx, sh, p.opts.PollInterval)
 				}
