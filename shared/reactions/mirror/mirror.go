@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rallyhq/rally/shared/cache"
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/hotcache"
 	"github.com/rallyhq/rally/shared/ranking"
@@ -142,11 +143,11 @@ func (m *Mirror) Remember(ctx context.Context, edges []reactions.Edge) error {
 		}
 		byUser[e.UserID] = append(byUser[e.UserID], membershipField(e.Kind, e.TargetID), e.Version, state)
 	}
-	pipe := m.Redis.Pipeline()
+	calls := make([]cache.ScriptCall, 0, len(users))
 	for _, u := range users {
-		rememberScript.Run(ctx, pipe, []string{membershipKey(u)}, byUser[u]...)
+		calls = append(calls, cache.ScriptCall{Script: rememberScript, Keys: []string{membershipKey(u)}, Args: byUser[u]})
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := cache.RunScripts(ctx, m.Redis, calls); err != nil {
 		return fmt.Errorf("remember %d edges: %w", len(edges), err)
 	}
 	return nil
@@ -216,14 +217,15 @@ func (m *Mirror) StoreCount(ctx context.Context, t reactions.Target, c reactions
 // edge states into Redis. Versions make it safe to apply in any order and
 // any number of times.
 func (m *Mirror) Apply(ctx context.Context, tallies []reactions.Tally, edges []reactions.Edge) error {
-	pipe := m.Redis.Pipeline()
+	var counts []cache.ScriptCall
 	allTime := map[reactions.Kind][]ranking.Item{}
 	buckets := map[ranking.Board][]ranking.Item{}
 	ttls := map[ranking.Board]time.Duration{}
 	for _, t := range tallies {
 		if t.HasTotal {
 			c := reactions.Count{N: t.Count, Version: t.Version, AsOf: t.UpdatedAt}
-			setCountScript.Run(ctx, pipe, []string{countKey(t.Target)}, formatCount(c), t.Version, countTTL.Milliseconds())
+			counts = append(counts, cache.ScriptCall{Script: setCountScript, Keys: []string{countKey(t.Target)},
+				Args: []any{formatCount(c), t.Version, countTTL.Milliseconds()}})
 			allTime[t.Target.Kind] = append(allTime[t.Target.Kind], ranking.Item{ID: t.Target.ID, Score: t.Count, Version: t.Version})
 		}
 		for _, b := range t.Buckets {
@@ -236,7 +238,7 @@ func (m *Mirror) Apply(ctx context.Context, tallies []reactions.Tally, edges []r
 			ttls[bb] = time.Until(b.Start.Add(ttl))
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := cache.RunScripts(ctx, m.Redis, counts); err != nil {
 		return fmt.Errorf("mirror counts: %w", err)
 	}
 	for kind, items := range allTime {
