@@ -130,8 +130,11 @@ func (l *Loader) send(ctx context.Context, n int) error {
 		pending = pending[len(batch):]
 		var calls []call
 		var chunks [][]Item
-		for start := 0; start < len(batch); start += loadChunk {
-			chunk := batch[start:min(start+loadChunk, len(batch))]
+		for _, idx := range groupByID(batch, loadChunk) {
+			chunk := make([]Item, len(idx))
+			for j, i := range idx {
+				chunk[j] = batch[i]
+			}
 			keys := l.k.heads()
 			args := []any{l.token, l.lo, l.level}
 			for _, it := range chunk {

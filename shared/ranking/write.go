@@ -67,33 +67,53 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 		return nil, nil
 	}
 	k := b.keys()
-	var calls []call
-	for start := 0; start < len(items); start += upsertChunk {
-		chunk := items[start:min(start+upsertChunk, len(items))]
+	chunks := groupByID(items, upsertChunk)
+	calls := make([]call, len(chunks))
+	for c, idx := range chunks {
 		keys := k.heads()
 		args := []any{flag(b.Ties == Shared), "0"}
-		for _, it := range chunk {
-			keys = k.appendIDKeys(keys, it.ID)
-			args = appendItemArgs(args, b.Order, it)
+		for _, i := range idx {
+			keys = k.appendIDKeys(keys, items[i].ID)
+			args = appendItemArgs(args, b.Order, items[i])
 		}
-		calls = append(calls, call{script: upsertScript, keys: keys, args: args})
+		calls[c] = call{script: upsertScript, keys: keys, args: args}
 	}
 	replies, err := e.runAll(ctx, calls)
 	if err != nil {
 		return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
 	}
-	applied := make([]bool, 0, len(items))
-	for i, v := range replies {
-		want := min(upsertChunk, len(items)-i*upsertChunk)
-		r, err := ints(v, want)
+	applied := make([]bool, len(items))
+	for c, v := range replies {
+		r, err := ints(v, len(chunks[c]))
 		if err != nil {
 			return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
 		}
-		for _, x := range r {
-			applied = append(applied, x == 1)
+		for j, i := range chunks[c] {
+			applied[i] = r[j] == 1
 		}
 	}
 	return applied, nil
+}
+
+// groupByID splits the indexes of items into chunks of at most size IDs
+// such that all items of one ID share a chunk, in their order. The chunks of a
+// pipeline may then run in any order, as they do when Redis lost its
+// script cache and some calls of the pipeline are sent again.
+func groupByID(items []Item, size int) [][]int {
+	var chunks [][]int
+	chunkOf := make(map[string]int, len(items))
+	for i, it := range items {
+		c, ok := chunkOf[it.ID]
+		if !ok {
+			if len(chunks) == 0 || len(chunks[len(chunks)-1]) >= size {
+				chunks = append(chunks, make([]int, 0, size))
+			}
+			c = len(chunks) - 1
+			chunkOf[it.ID] = c
+		}
+		chunks[c] = append(chunks[c], i)
+	}
+	return chunks
 }
 
 // Remove takes id off the board when version is newer than the stored one.
