@@ -96,7 +96,6 @@ type Breaker struct {
 	opts      BreakerOptions
 	failures  int
 	openUntil time.Time
-	probing   bool
 	now       func() time.Time
 }
 
@@ -111,26 +110,22 @@ func NewBreaker(opts BreakerOptions) *Breaker {
 	return &Breaker{opts: opts, now: time.Now}
 }
 
-// Allow reports whether a call may go to the network now. While open, one
-// probe is let through per cooldown.
+// Allow reports whether a call may go to the network now: always while
+// closed, never while open, and again once the cooldown has passed
+// (half-open), when the next outcome closes the circuit or opens it for
+// another cooldown. Half-open admits every call rather than one probe: a
+// new connection runs its own handshake commands through the same hooks,
+// and a single-probe gate would refuse them and never close.
 func (b *Breaker) Allow() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.failures < b.opts.Failures {
-		return true
-	}
-	if b.now().Before(b.openUntil) || b.probing {
-		return false
-	}
-	b.probing = true
-	return true
+	return b.failures < b.opts.Failures || !b.now().Before(b.openUntil)
 }
 
 // Record notes the outcome of a call that Allow let through.
 func (b *Breaker) Record(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.probing = false
 	if !isFailure(err) {
 		b.failures = 0
 		return

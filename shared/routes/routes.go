@@ -67,6 +67,10 @@ type Processor struct {
 	// shard before it is sent to the dead-letter queue.
 	MaxRetries   int32
 	MaxRecordAge time.Duration
+	// Tick is how often the processor is also invoked with no records (a
+	// schedule), so it repairs Redis and refreshes snapshots even when no
+	// writes arrive; 0 means never.
+	Tick time.Duration
 }
 
 var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
@@ -142,6 +146,7 @@ var CounterProcessor = Processor{
 	BatchWindow:  time.Second,
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
 }
 
 // All lists every HTTP route.

@@ -36,17 +36,19 @@ func (e *PartialError) Error() string {
 func (e *PartialError) Unwrap() error { return e.Err }
 
 // Serve adapts fn to the Lambda stream signature. It never returns a
-// function error: failures are reported per item, naming the first record
-// not applied, which makes the event source mapping retry from there (and
-// bisect, and finally dead-letter) without replaying what succeeded.
+// function error for records: failures are reported per item, naming the
+// first record not applied, which makes the event source mapping retry from
+// there (and bisect, and finally dead-letter) without replaying what
+// succeeded. An event with no records is a scheduled tick: fn runs its
+// maintenance, and a failure is returned as the invocation's error.
 func Serve(log *slog.Logger, fn BatchFunc) Handler {
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-		if len(ev.Records) == 0 {
-			return events.DynamoDBEventResponse{}, nil
-		}
 		err := fn(ctx, ev.Records)
 		if err == nil {
 			return events.DynamoDBEventResponse{}, nil
+		}
+		if len(ev.Records) == 0 {
+			return events.DynamoDBEventResponse{}, err
 		}
 		from := 0
 		var pe *PartialError

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-lambda-go/events"
 	"io"
 	"log/slog"
 	"net"
@@ -82,6 +83,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the pollers' retry backoff (defaults
 	// 100ms and 5s).
 	RetryBase, RetryMax time.Duration
+	// TickEvery is how often each processor with a Tick is invoked with no
+	// records (default 1s).
+	TickEvery time.Duration
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
@@ -345,8 +349,33 @@ func (s *Stack) startPollers(ctx context.Context) error {
 				s.log.Error("stream poller stopped", "function", p.Function(), "error", err.Error())
 			}
 		})
+		if proc.Tick > 0 {
+			s.wg.Go(func() { s.tick(ctx, proc.Function, h) })
+		}
 	}
 	return nil
+}
+
+// tick invokes a processor with no records on a schedule, as the stack's
+// EventBridge schedule does in AWS (locally every TickEvery, not every
+// minute, so repairs show up while you watch).
+func (s *Stack) tick(ctx context.Context, function string, h streams.Handler) {
+	every := s.opts.TickEvery
+	if every == 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := h(ctx, events.DynamoDBEvent{}); err != nil && ctx.Err() == nil {
+				s.log.Warn("scheduled processor tick failed", "function", function, "error", err.Error())
+			}
+		}
+	}
 }
 
 // URL is the gateway's base URL, http://localhost:<port>.

@@ -179,7 +179,7 @@ func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 		opts.StateDir = t.TempDir()
 	}
 	if opts.Log == nil {
-		opts.Log = t.Output()
+		opts.Log = FailureLog(t)
 	}
 	if opts.RetryBase == 0 {
 		opts.RetryBase, opts.RetryMax = 5*time.Millisecond, 50*time.Millisecond
