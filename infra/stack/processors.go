@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -66,8 +68,22 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 			ReportBatchItemFailures: jsii.Bool(true),
 			OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
 		})
-		props.Functions.Get(proc.Function).AddEventSource(source)
+		fn := props.Functions.Get(proc.Function)
+		fn.AddEventSource(source)
 		p.dlqs[proc.Function] = dlq
+		if proc.Tick > 0 {
+			// The stream only invokes a processor when records arrive; the
+			// schedule invokes it with none, so it repairs Redis after an
+			// outage and refreshes snapshots even when nothing is written.
+			awsevents.NewRule(p.Construct, jsii.String(cid+"Tick"), &awsevents.RuleProps{
+				Description: jsii.String("Invoke " + proc.Function + " with no records: Redis repair and snapshots"),
+				Schedule:    awsevents.Schedule_Rate(seconds(proc.Tick)),
+				Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+					Event:         awsevents.RuleTargetInput_FromObject(map[string]any{"Records": []any{}}),
+					RetryAttempts: jsii.Number(0),
+				})},
+			})
+		}
 	}
 	return p
 }

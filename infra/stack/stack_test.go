@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -243,6 +244,41 @@ func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A processor with a Tick is also invoked on a schedule with no records, so
+// Redis repairs and snapshots happen even when nothing is written.
+func TestProcessorsWithATickRunOnASchedule(t *testing.T) {
+	for stage, s := range both() {
+		ticks := 0
+		for _, p := range s.processors {
+			if p.Tick == 0 {
+				continue
+			}
+			ticks++
+			fn := s.stack.Functions.Get(p.Function)
+			check(t, stage+": schedule of "+p.Function, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::Events::Rule"), like(
+					"ScheduleExpression", fmt.Sprintf("rate(%d minute%s)", int(p.Tick.Minutes()), plural(int(p.Tick.Minutes()))),
+					"State", "ENABLED",
+					"Targets", assertions.Match_ArrayWith(&[]any{like(
+						"Arn", s.ref(fn.FunctionArn()),
+						"Input", `{"Records":[]}`,
+					)}),
+				))
+			})
+		}
+		if n := len(s.ofType("AWS::Events::Rule")); n != ticks {
+			t.Errorf("%s: %d schedules, want %d", stage, n, ticks)
+		}
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func camel(name string) string {
