@@ -2,6 +2,7 @@ package reactions
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ type CounterProcessor struct {
 
 	mu           sync.Mutex
 	lastSnapshot time.Time
+	saved        map[string]string // last snapshot saved per kind/window
 }
 
 // Process applies one stream batch.
@@ -305,13 +307,34 @@ func (p *CounterProcessor) snapshot(ctx context.Context, now time.Time) {
 	for _, kind := range p.Trending {
 		for _, w := range Windows {
 			top, err := p.Mirror.ComputeTop(ctx, kind, w, 100, now)
-			if err == nil {
-				err = p.Counts.SaveSnapshot(ctx, kind, top)
-			}
 			if err != nil {
 				p.Log.WarnContext(ctx, "trending snapshot skipped", "kind", kind, "window", w, "error", err.Error())
 				return
 			}
+			key, rendered := string(kind)+"/"+string(w), fmt.Sprint(top.Items)
+			if !p.snapshotChanged(key, rendered) {
+				continue
+			}
+			if err := p.Counts.SaveSnapshot(ctx, kind, top); err != nil {
+				p.Log.WarnContext(ctx, "trending snapshot not saved", "kind", kind, "window", w, "error", err.Error())
+				return
+			}
+			p.mu.Lock()
+			p.saved[key] = rendered
+			p.mu.Unlock()
 		}
 	}
+}
+
+// snapshotChanged tells whether a list differs from the last snapshot this
+// instance saved (an empty list with none saved counts as unchanged): a
+// quiet board costs no writes.
+func (p *CounterProcessor) snapshotChanged(key, rendered string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.saved == nil {
+		p.saved = map[string]string{}
+	}
+	last, ok := p.saved[key]
+	return !(ok && last == rendered) && (ok || rendered != "[]")
 }
