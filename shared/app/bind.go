@@ -19,7 +19,10 @@ func (d *Deps) idempotency() *idempotency.Store {
 }
 
 func (d *Deps) tracker(scope string) *cachegen.Tracker {
-	return &cachegen.Tracker{DB: d.DB, Table: d.Config.Tables.Of(schema.Counters), Redis: d.Redis, Scope: scope}
+	return &cachegen.Tracker{
+		DB: d.DB, Table: d.Config.Tables.Of(schema.Counters), Redis: d.Redis, Scope: scope,
+		CheckEvery: d.Config.CacheCheckEvery,
+	}
 }
 
 func perMinute(name string, n int64) ratelimit.Rule {

@@ -72,7 +72,8 @@ func TestEverySampleEventIsServedByItsHandler(t *testing.T) {
 	}
 }
 
-// The counter processor's sample batch counts once, even delivered twice.
+// The counter processor's sample batch counts once, even when Lambda
+// delivers it again whole, or half of it again.
 func TestCounterProcessorSampleBatchCountsOnce(t *testing.T) {
 	d := newDeps(t)
 	ctx := context.Background()
@@ -80,8 +81,17 @@ func TestCounterProcessorSampleBatchCountsOnce(t *testing.T) {
 	readEvent(t, routes.CounterProcessor.Function, &ev)
 	handler := d.Stream(routes.CounterProcessor)
 	counts := &dynamo.Counts{DB: d.DB, Table: d.Config.Tables.Of(schema.Counters)}
-	for delivery := 1; delivery <= 2; delivery++ {
-		resp, err := handler(ctx, ev)
+	half := len(ev.Records) / 2
+	deliveries := []events.DynamoDBEvent{
+		ev,
+		ev,
+		{Records: ev.Records[:half]},
+		{Records: ev.Records[half:]},
+		{Records: ev.Records[1:3]},
+	}
+	for i, batch := range deliveries {
+		delivery := i + 1
+		resp, err := handler(ctx, batch)
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("delivery %d: %+v %v", delivery, resp, err)
 		}

@@ -41,6 +41,9 @@ type Config struct {
 	LogLevel string
 	// Limits are the per-minute request budgets of write routes.
 	Limits Limits
+	// CacheCheckEvery is how long a handler trusts its last check of the
+	// cache generation before checking again.
+	CacheCheckEvery time.Duration
 	// SnapshotEvery is how often processors store top-N snapshots for
 	// reads while Redis is down.
 	SnapshotEvery time.Duration
@@ -77,6 +80,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.RedisTimeout, err = durationEnv("RALLY_REDIS_TIMEOUT", 250*time.Millisecond); err != nil {
+		return c, err
+	}
+	if c.CacheCheckEvery, err = durationEnv("RALLY_CACHE_CHECK_EVERY", time.Second); err != nil {
 		return c, err
 	}
 	if c.SnapshotEvery, err = durationEnv("RALLY_SNAPSHOT_EVERY", 10*time.Second); err != nil {

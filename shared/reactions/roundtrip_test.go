@@ -1,0 +1,107 @@
+package reactions_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/openapi"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+// roundTrips counts what reaches Redis: each command or pipeline is one
+// round trip.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+
+func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+func playerEvent(r routes.Route, sub, path string, params, query map[string]string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		RouteKey: r.Key(), RawPath: path, PathParameters: params, QueryStringParameters: query,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "rt", HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: path, SourceIP: "10.0.0.1"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}},
+			},
+		},
+	}
+}
+
+// On a cache hit, the status of 100 games is one round trip to Redis and a
+// count is one.
+func TestHotReadsAreOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	_, names, endpoint := testenv.DynamoDB(t)
+	srv := testenv.Redis(t)
+	trips := &roundTrips{}
+	d, err := app.New(ctx, config.Config{
+		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names, RedisURL: srv.URL(),
+		CursorKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error",
+	}, app.Options{LogOutput: io.Discard, RedisHooks: []redis.Hook{trips}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(r routes.Route, ev events.APIGatewayV2HTTPRequest) (string, int64) {
+		t.Helper()
+		before := trips.n.Load()
+		resp, err := d.HTTP(r)(ctx, ev)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s %v", r.Key(), resp.StatusCode, resp.Body, err)
+		}
+		if err := openapi.ValidateResponse(r.Method, r.Path, resp.StatusCode, resp.Headers["Content-Type"], []byte(resp.Body)); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Body, trips.n.Load() - before
+	}
+	// The processor's tick builds the (empty) cache and marks it current.
+	if _, err := d.Stream(routes.CounterProcessor)(ctx, events.DynamoDBEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	games := make([]string, 100)
+	for i := range games {
+		games[i] = fmt.Sprintf("rt-%03d", i)
+		if i%2 == 0 {
+			call(routes.FavoriteGame, playerEvent(routes.FavoriteGame, "tripper", "/v1/favorites/"+games[i], map[string]string{"game_id": games[i]}, nil))
+		}
+	}
+	status := playerEvent(routes.FavoriteStatus, "tripper", "/v1/favorites/status", nil, map[string]string{"game_ids": strings.Join(games, ",")})
+	first, _ := call(routes.FavoriteStatus, status) // fills the games never touched
+	second, n := call(routes.FavoriteStatus, status)
+	if n != 1 {
+		t.Errorf("status of 100 games on a cache hit took %d round trips, want 1", n)
+	}
+	if first != second || strings.Count(second, "true") != 50 || strings.Contains(second, "degraded") {
+		t.Errorf("statuses: %s", second)
+	}
+
+	count := playerEvent(routes.CountFavorites, "reader", "/v1/games/rt-000/favorites/count", map[string]string{"game_id": "rt-000"}, nil)
+	call(routes.CountFavorites, count) // reads through on a miss
+	body, n := call(routes.CountFavorites, count)
+	if n != 1 {
+		t.Errorf("a cached count took %d round trips, want 1", n)
+	}
+	if strings.Contains(body, "degraded") {
+		t.Errorf("count: %s", body)
+	}
+}
