@@ -48,8 +48,14 @@ func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error
 
 // Total returns the number of entries on the board.
 func (e *Engine) Total(ctx context.Context, b Board) (int64, error) {
-	_, total, err := e.Top(ctx, b, 0)
-	return total, err
+	if err := b.validate(); err != nil {
+		return 0, err
+	}
+	n, err := e.rdb.ZCard(ctx, b.keys().live()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", b, err)
+	}
+	return n, nil
 }
 
 // Exists reports whether the board has been written, loaded or summed since
