@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/rallyhq/rally/shared/cache"
 )
 
 // Load sizes: items per script call (a few ms of Redis time, so other
@@ -128,7 +130,7 @@ func (l *Loader) send(ctx context.Context, n int) error {
 	for len(pending) > 0 {
 		batch := pending[:min(len(pending), loadChunk*loadPipeline)]
 		pending = pending[len(batch):]
-		var calls []call
+		var calls []cache.ScriptCall
 		var chunks [][]Item
 		for _, idx := range groupByID(batch, loadChunk) {
 			chunk := make([]Item, len(idx))
@@ -144,7 +146,7 @@ func (l *Loader) send(ctx context.Context, n int) error {
 				}
 				args = appendItemArgs(args, l.b.Order, it)
 			}
-			calls = append(calls, call{script: loadChunkScript, keys: keys, args: args})
+			calls = append(calls, cache.ScriptCall{Script: loadChunkScript, Keys: keys, Args: args})
 			chunks = append(chunks, chunk)
 		}
 		replies, err := l.e.runAll(ctx, calls)
@@ -236,7 +238,7 @@ func (e *Engine) freeSlot(ctx context.Context, k boardKeys, slot string, level i
 // to level may hold, unless another load starts meanwhile
 // (ErrLoadSuperseded).
 func (e *Engine) clearSlot(ctx context.Context, k boardKeys, slot string, level int, seq string) error {
-	var calls []call
+	var calls []cache.ScriptCall
 	batch := []string{k.meta(), k.next()}
 	send := func() error {
 		replies, err := e.runAll(ctx, calls)
@@ -258,7 +260,7 @@ func (e *Engine) clearSlot(ctx context.Context, k boardKeys, slot string, level 
 		}
 		batch = append(batch, key)
 		if len(batch) > keyBatch {
-			calls = append(calls, call{script: loadClearScript, keys: batch, args: []any{seq}})
+			calls = append(calls, cache.ScriptCall{Script: loadClearScript, Keys: batch, Args: []any{seq}})
 			batch = []string{k.meta()}
 			if len(calls) == loadPipeline {
 				err = send()
@@ -268,6 +270,6 @@ func (e *Engine) clearSlot(ctx context.Context, k boardKeys, slot string, level 
 	if err != nil {
 		return err
 	}
-	calls = append(calls, call{script: loadClearScript, keys: batch, args: []any{seq}})
+	calls = append(calls, cache.ScriptCall{Script: loadClearScript, Keys: batch, Args: []any{seq}})
 	return send()
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/shared/cache"
 )
 
 //go:embed lua/*.lua
@@ -42,45 +44,10 @@ var (
 	loadCleanedScript = loadScript("load_cleaned", false)
 )
 
-// call is one script invocation of a pipeline.
-type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-}
-
-// runAll sends calls in one pipeline (one round trip once Redis has the
-// scripts cached; a Redis that lost its script cache costs one more) and
-// returns their replies in order, or the first error.
-func (e *Engine) runAll(ctx context.Context, calls []call) ([]any, error) {
-	pipe := e.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	var missing []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		pipe = e.rdb.Pipeline()
-		for _, i := range missing {
-			cmds[i] = calls[i].script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	out := make([]any, len(cmds))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		out[i] = v
-	}
-	return out, nil
+// runAll sends calls in one pipeline: one round trip once Redis has the
+// scripts cached, one more after it lost its script cache.
+func (e *Engine) runAll(ctx context.Context, calls []cache.ScriptCall) ([]any, error) {
+	return cache.RunScripts(ctx, e.rdb, calls)
 }
 
 // run evaluates one script in one round trip once Redis has it cached.

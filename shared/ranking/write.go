@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/rallyhq/rally/shared/cache"
 )
 
 // upsertChunk bounds the items of one script call, so one call never holds
@@ -68,7 +70,7 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 	}
 	k := b.keys()
 	chunks := groupByID(items, upsertChunk)
-	calls := make([]call, len(chunks))
+	calls := make([]cache.ScriptCall, len(chunks))
 	for c, idx := range chunks {
 		keys := k.heads()
 		args := []any{flag(b.Ties == Shared), "0"}
@@ -76,7 +78,7 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 			keys = k.appendIDKeys(keys, items[i].ID)
 			args = appendItemArgs(args, b.Order, items[i])
 		}
-		calls[c] = call{script: upsertScript, keys: keys, args: args}
+		calls[c] = cache.ScriptCall{Script: upsertScript, Keys: keys, Args: args}
 	}
 	replies, err := e.runAll(ctx, calls)
 	if err != nil {
