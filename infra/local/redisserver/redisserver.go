@@ -30,14 +30,27 @@ const BinaryEnv = "RALLY_REDIS_SERVER"
 type Server struct {
 	bin  string
 	port int
+	opts Options
 
 	mu   sync.Mutex
 	proc *subprocess.Process
 }
 
+// Options adjust a server.
+type Options struct {
+	// Args are extra redis-server arguments (e.g. cluster mode).
+	Args []string
+	// Dir is the server's working directory (where cluster mode keeps its
+	// nodes file); default the current one.
+	Dir string
+}
+
 // Start launches redis-server on a free port and waits until it answers
 // PING.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, opts Options) (*Server, error) {
 	bin, err := binary()
 	if err != nil {
 		return nil, err
@@ -48,7 +61,7 @@ func Start(ctx context.Context) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{bin: bin, port: port}
+		s := &Server{bin: bin, port: port, opts: opts}
 		if last = s.Start(ctx); last == nil {
 			return s, nil
 		}
@@ -80,11 +93,12 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	proc, err := subprocess.Start("", s.bin,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		// A cache: nothing to persist, nothing to load on restart.
 		"--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--loglevel", "warning")
+		"--daemonize", "no", "--loglevel", "warning"}, s.opts.Args...)
+	proc, err := subprocess.Start(s.opts.Dir, s.bin, args...)
 	if err != nil {
 		return fmt.Errorf("redisserver: %w", err)
 	}

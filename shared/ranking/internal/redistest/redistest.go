@@ -7,25 +7,23 @@ package redistest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/infra/local/redisserver"
 )
 
 // Server starts a private redis-server for tb and returns a client to it.
 // extra arguments go to redis-server (e.g. "--maxmemory", "0").
 func Server(tb testing.TB, extra ...string) *redis.Client {
 	tb.Helper()
-	addr := start(tb, extra...)
+	addr := start(tb, "", extra...)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
@@ -37,7 +35,7 @@ func Server(tb testing.TB, extra ...string) *redis.Client {
 func Cluster(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
 	dir := tb.TempDir()
-	addr := start(tb, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+	addr := start(tb, dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
@@ -62,98 +60,19 @@ func Mini(tb testing.TB) (*redis.Client, *miniredis.Miniredis) {
 	return c, m
 }
 
-func binary(tb testing.TB) string {
-	tb.Helper()
-	if p := os.Getenv("REDIS_SERVER"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	const usual = "/usr/bin/redis-server"
-	if _, err := os.Stat(usual); err == nil {
-		return usual
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("redis-server not found (set REDIS_SERVER); integration tests must run in CI")
-	}
-	tb.Skip("redis-server not found (set REDIS_SERVER to run this test)")
-	return ""
-}
-
 // start runs redis-server on a free port until the test ends and returns
-// its address once it answers PING.
-func start(tb testing.TB, extra ...string) string {
+// its address. A missing redis-server skips the test, or fails it in CI.
+func start(tb testing.TB, dir string, extra ...string) string {
 	tb.Helper()
-	bin := binary(tb)
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		addr, err := launch(tb, bin, extra)
-		if err == nil {
-			return addr
-		}
-		lastErr = err // most likely another process took the port first
+	srv, err := redisserver.StartWith(context.Background(), redisserver.Options{Args: extra, Dir: dir})
+	if errors.Is(err, redisserver.ErrNotInstalled) && os.Getenv("CI") != "true" {
+		tb.Skipf("redis-server not found: %v", err)
 	}
-	tb.Fatalf("start redis-server: %v", lastErr)
-	return ""
-}
-
-func launch(tb testing.TB, bin string, extra []string) (string, error) {
-	port, err := freePort()
 	if err != nil {
-		return "", err
+		tb.Fatalf("start redis-server: %v", err)
 	}
-	dir := tb.TempDir()
-	args := append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	var logs strings.Builder
-	cmd.Stdout = &logs
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			return "", fmt.Errorf("redis-server exited: %v: %s", err, logs.String())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			tb.Cleanup(stop)
-			return addr, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", errors.Join(errors.New("redis-server did not answer PING"), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	tb.Cleanup(func() { _ = srv.Close() })
+	return srv.Addr()
 }
 
 func awaitCondition(tb testing.TB, what string, ok func() bool) {
