@@ -6,18 +6,23 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-xray-sdk-go/instrumentation/awsv2"
+	"github.com/aws/aws-xray-sdk-go/strategy/ctxmissing"
 	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/redis/go-redis/v9"
 )
 
 // TraceAWS adds X-Ray subsegments to every AWS SDK v2 call made with cfg.
+// Work outside a traced invocation (none in Lambda with active tracing)
+// is logged by the SDK rather than failing.
 func TraceAWS(cfg *aws.Config) {
+	_ = xray.Configure(xray.Config{ContextMissingStrategy: ctxmissing.NewDefaultIgnoreErrorStrategy()})
 	awsv2.AWSV2Instrumentor(&cfg.APIOptions)
 }
 
 // RedisTracing is a go-redis hook that records each command or pipeline as
-// an X-Ray subsegment of the current segment. Without a segment in the
-// context (local runs, tests) it does nothing.
+// an X-Ray subsegment. In Lambda the SDK creates the invocation's facade
+// segment on the first subsegment, so the hook does not look for a segment
+// first; it is only installed when tracing is on.
 type RedisTracing struct{}
 
 var _ redis.Hook = RedisTracing{}
@@ -32,9 +37,6 @@ func (RedisTracing) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook traces one command.
 func (RedisTracing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if xray.GetSegment(ctx) == nil {
-			return next(ctx, cmd)
-		}
 		return xray.Capture(ctx, "redis "+cmd.Name(), func(ctx context.Context) error {
 			return ignoreNil(next(ctx, cmd))
 		})
@@ -44,9 +46,6 @@ func (RedisTracing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ProcessPipelineHook traces one pipeline round trip.
 func (RedisTracing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if xray.GetSegment(ctx) == nil {
-			return next(ctx, cmds)
-		}
 		return xray.Capture(ctx, "redis pipeline", func(ctx context.Context) error {
 			return ignoreNil(next(ctx, cmds))
 		})
