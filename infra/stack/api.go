@@ -68,7 +68,7 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		a.HttpApi.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String(r.Path),
 			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
-			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(constructID(r.Function)), fn, nil),
+			Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(routes.Camel(r.Function)), fn, nil),
 			Authorizer:  auth,
 		})
 	}

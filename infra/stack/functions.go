@@ -107,7 +107,7 @@ func (f *Functions) Names() []string {
 }
 
 func (f *Functions) add(props FunctionsProps, s spec) {
-	id := constructID(s.name)
+	id := routes.Camel(s.name)
 	scope := constructs.NewConstruct(f.Construct, jsii.String(id))
 	logs := awslogs.NewLogGroup(scope, jsii.String("Logs"), &awslogs.LogGroupProps{
 		Retention: props.LogRetention, RemovalPolicy: removal(props.Protect),

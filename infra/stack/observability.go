@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // IteratorAgeThreshold is how far behind its stream a processor may fall
@@ -69,13 +71,13 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 	}
 
 	for _, fn := range props.Functions.Names() {
-		cid := constructID(fn)
+		cid := routes.Camel(fn)
 		alarm(cid+"Errors", props.Functions.Get(fn).MetricErrors(&awscloudwatch.MetricOptions{
 			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
 		}), 1, 1, fn+" failed an invocation (crash, timeout or returned error)")
 	}
 	for _, fn := range props.Processors.Names() {
-		cid := constructID(fn)
+		cid := routes.Camel(fn)
 		alarm(cid+"DlqDepth", props.Processors.DeadLetterQueue(fn).MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
 			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
 		}), 1, 1, fn+" parked a batch in its dead-letter queue: inspect and redrive it")

@@ -45,7 +45,7 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 		dlqs:      map[string]awssqs.Queue{},
 	}
 	for _, proc := range props.Processors {
-		cid := constructID(proc.Function)
+		cid := routes.Camel(proc.Function)
 		dlq := awssqs.NewQueue(p.Construct, jsii.String(cid+"Dlq"), &awssqs.QueueProps{
 			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 			EnforceSSL:      jsii.Bool(true),

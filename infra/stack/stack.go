@@ -284,21 +284,11 @@ func (s *Stack) addOutputs(p Props) {
 		out("Table"+t.Name, s.Data.Table(t).TableName(), t.Name+" table: "+t.Purpose)
 	}
 	for _, proc := range p.Processors {
-		out("Dlq"+constructID(proc.Function), s.Processors.DeadLetterQueue(proc.Function).QueueUrl(),
+		out("Dlq"+routes.Camel(proc.Function), s.Processors.DeadLetterQueue(proc.Function).QueueUrl(),
 			"Dead-letter queue of "+proc.Function+": batches that exhausted their retries")
 	}
 	out("CacheEndpoint", s.Cache.URL, "ElastiCache Serverless endpoint (TLS)")
 	out("AlarmTopicArn", s.Observability.Topic.TopicArn(), "SNS topic every Rally alarm notifies")
-}
-
-// constructID turns a function name (favorite-game) into a construct id
-// (FavoriteGame).
-func constructID(name string) string {
-	var b strings.Builder
-	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '-' || r == '_' }) {
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
 }
 
 // removal is the removal policy of stateful resources.

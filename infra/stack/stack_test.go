@@ -239,7 +239,7 @@ func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 					"Properties", like("SqsManagedSseEnabled", true, "MessageRetentionPeriod", 14*24*3600),
 				))
 			})
-			if _, ok := s.outputs["Dlq"+camel(p.Function)]; !ok {
+			if _, ok := s.outputs["Dlq"+routes.Camel(p.Function)]; !ok {
 				t.Errorf("%s: no output with the dead-letter queue URL of %s", stage, p.Function)
 			}
 		}
@@ -279,14 +279,6 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-func camel(name string) string {
-	var b strings.Builder
-	for _, part := range strings.Split(name, "-") {
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
 }
 
 func TestTablesFollowTheSchema(t *testing.T) {

@@ -6,6 +6,7 @@
 package routes
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rallyhq/rally/shared/schema"
@@ -168,4 +169,15 @@ func Functions() []string {
 		names = append(names, p.Function)
 	}
 	return names
+}
+
+// Camel spells a function name in CamelCase (favorite-game → FavoriteGame):
+// the name of its declaration here, and of its constructs and outputs in
+// the CDK stack.
+func Camel(function string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(function, func(r rune) bool { return r == '-' || r == '_' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
 }

@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -37,7 +36,7 @@ func TestEveryFunctionHasADirectoryAndEveryDirectoryAFunction(t *testing.T) {
 			continue
 		}
 		main := filepath.Join(dir, e.Name(), "main.go")
-		if got, want := startedDeclaration(t, main), camel(e.Name()); got != want {
+		if got, want := startedDeclaration(t, main), Camel(e.Name()); got != want {
 			t.Errorf("%s starts routes.%s, want routes.%s", main, got, want)
 		}
 	}
@@ -59,14 +58,6 @@ func TestRouteKeysAreUnique(t *testing.T) {
 			t.Errorf("route %s has no auth kind", r.Key())
 		}
 	}
-}
-
-func camel(name string) string {
-	var b strings.Builder
-	for _, part := range strings.Split(name, "-") {
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
 }
 
 // startedDeclaration returns X in the routes.X selector used by main.go.

@@ -278,7 +278,7 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 				continue
 			}
 			for _, r := range out.Records {
-				rec, err := lambdaRecord(r, p.streamARN, p.opts.Region)
+				rec, err := LambdaRecord(r, p.streamARN, p.opts.Region)
 				if err != nil {
 					log.Error("undecodable stream record skipped", "error", err.Error())
 					continue

@@ -39,9 +39,9 @@ type wireIdentity struct {
 	PrincipalID string `json:"principalId"`
 }
 
-// lambdaRecord converts a DynamoDB Streams record into the record of a
+// LambdaRecord converts a DynamoDB Streams record into the record of a
 // Lambda DynamoDBEvent.
-func lambdaRecord(r types.Record, streamARN, region string) (events.DynamoDBEventRecord, error) {
+func LambdaRecord(r types.Record, streamARN, region string) (events.DynamoDBEventRecord, error) {
 	var out events.DynamoDBEventRecord
 	if r.Dynamodb == nil {
 		return out, fmt.Errorf("poller: stream record %s has no dynamodb section", aws.ToString(r.EventID))
