@@ -24,6 +24,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/gateway"
+	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -461,9 +462,7 @@ func TestServiceRoutesRequireAValidSigV4Signature(t *testing.T) {
 // sorted, which AWS rejects as well, so the query here is already sorted.
 func TestCurlSigV4IsAccepted(t *testing.T) {
 	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl is not installed")
-	}
+	testenv.Require(t, "curl", err)
 	f := newFixture(t)
 	for _, c := range []struct{ method, path, body string }{
 		{"PUT", "/v1/games/g1?a=2&b=1", `{"title":"Space Race"}`},
