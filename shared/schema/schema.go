@@ -76,12 +76,18 @@ const (
 	AttrListedAt = "listed_at"
 	AttrTarget   = "target_key"
 	AttrGameID   = "game_id"
+	AttrBoardID  = "leaderboard_id"
+	AttrPlayerID = "player_id"
+	AttrMatchID  = "match_id"
+	AttrRankPK   = "rank_pk"
+	AttrRankSK   = "rank_sk"
 )
 
 // Index names.
 const (
 	IndexReactionsByTime   = "by_time"
 	IndexReactionsByTarget = "by_target"
+	IndexScoresByScore     = "by_score"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -133,8 +139,52 @@ var Games = Table{
 	Purpose:      "game metadata (title, thumbnail) for enrichment",
 }
 
+// Leaderboards holds leaderboard definitions.
+var Leaderboards = Table{
+	Name:         "Leaderboards",
+	PartitionKey: Key{AttrBoardID, String},
+	Purpose:      "leaderboard definitions: policy, order, reset, tie-break, time zone, status",
+}
+
+// Scores holds each player's current score per board and period, plus a
+// per-period meta item (sk "#meta") counting members. by_score orders a
+// period's scores best first, spread over a few write shards so a busy
+// board does not hot-spot one index partition; Redis-less reads rank by
+// counting in it.
+var Scores = Table{
+	Name:         "Scores",
+	PartitionKey: Key{AttrPK, String},
+	SortKey:      &Key{AttrPlayerID, String},
+	GlobalIndexes: []Index{{
+		Name:         IndexScoresByScore,
+		PartitionKey: Key{AttrRankPK, String},
+		SortKey:      &Key{AttrRankSK, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Stream:  true,
+	Purpose: "current score per player per board and period, the source of truth for leaderboards",
+}
+
+// ScoreEvents holds every accepted submission, keyed by match id so a
+// repeated match id is recognised.
+var ScoreEvents = Table{
+	Name:         "ScoreEvents",
+	PartitionKey: Key{AttrPK, String},
+	SortKey:      &Key{AttrMatchID, String},
+	Stream:       true,
+	TTLAttribute: TTL,
+	Purpose:      "append-only score submissions, idempotent by match id",
+}
+
+// Players holds profiles (display names for boards) and friend lists.
+var Players = Table{
+	Name:         "Players",
+	PartitionKey: Key{AttrPlayerID, String},
+	Purpose:      "player profiles and friend lists",
+}
+
 // All lists every table Rally owns.
-var All = []Table{Reactions, Counters, Idempotency, Games}
+var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players}
 
 // ByName returns the declared table with the given logical name.
 func ByName(name string) (Table, bool) {

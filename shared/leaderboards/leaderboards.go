@@ -1,0 +1,193 @@
+// Package leaderboards owns Rally's leaderboards: definitions (policy,
+// order, periodic reset in the board's time zone, tie-break, status), score
+// submission by game servers (idempotent by match id, applied under the
+// board's policy with a conditional DynamoDB transaction), and exact reads —
+// top N, a player's rank with neighbours, rank among friends — from the Redis
+// ranking engine, or from DynamoDB when Redis cannot be trusted.
+//
+// Adapters live in sub-packages: dynamo (definitions, scores, players) and
+// the Redis side in this package's mirror.go over shared/ranking.
+package leaderboards
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Policy says how a submission changes a player's score.
+type Policy string
+
+// Policies.
+const (
+	Best      Policy = "best"      // keep the best score (highest for desc, lowest for asc)
+	Increment Policy = "increment" // add the submitted score (points per win)
+	Latest    Policy = "latest"    // the most recent match's score replaces the previous one
+)
+
+// Order says which scores are better.
+type Order string
+
+// Orders.
+const (
+	Desc Order = "desc" // higher is better
+	Asc  Order = "asc"  // lower is better (times, strokes)
+)
+
+// Reset says when a board starts over.
+type Reset string
+
+// Resets; periods start at midnight in the board's time zone, weeks on
+// Monday (ISO 8601).
+const (
+	Never   Reset = "none"
+	Daily   Reset = "daily"
+	Weekly  Reset = "weekly"
+	Monthly Reset = "monthly"
+)
+
+// TieBreak says how equal scores are ranked.
+type TieBreak string
+
+// Tie-breaks.
+const (
+	// Earliest ranks 1..N with no gaps: equal scores by the earlier time
+	// the score was reached, then by player id.
+	Earliest TieBreak = "earliest"
+	// Shared gives equal scores the same rank: 1, 2, 2, 4.
+	Shared TieBreak = "shared"
+)
+
+// Status says what a board accepts.
+type Status string
+
+// Statuses.
+const (
+	Active   Status = "ACTIVE"   // accepts submissions
+	Frozen   Status = "FROZEN"   // readable; submissions refused (e.g. while a tournament is judged)
+	Archived Status = "ARCHIVED" // read-only for good
+)
+
+// Scope places a board in the game.
+type Scope struct {
+	Game   string `json:"game,omitempty" dynamodbav:"game,omitempty"`
+	Mode   string `json:"mode,omitempty" dynamodbav:"mode,omitempty"`
+	Region string `json:"region,omitempty" dynamodbav:"region,omitempty"`
+}
+
+// Definition is a leaderboard's configuration.
+type Definition struct {
+	ID       string
+	Title    string
+	Policy   Policy
+	Order    Order
+	Reset    Reset
+	TieBreak TieBreak
+	Scope    Scope
+	Status   Status
+	// MaxN is the largest top-N served.
+	MaxN int
+	// Timezone is the IANA zone periods are cut in.
+	Timezone  string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Version grows with every change of the definition.
+	Version int64
+}
+
+// Score is a player's current score on a board in one period.
+type Score struct {
+	Board    string
+	Period   string
+	PlayerID string
+	Score    int64
+	// ReachedAt is when the player reached this score; the earlier wins a
+	// tie under Earliest.
+	ReachedAt time.Time
+	// Version grows with every change; caches keep the newest.
+	Version     int64
+	LastMatchID string
+	UpdatedAt   time.Time
+}
+
+// Match is one submission: a game server reporting a player's result.
+type Match struct {
+	PlayerID   string
+	MatchID    string
+	Score      int64
+	OccurredAt time.Time
+}
+
+// Submitted is the outcome of a submission.
+type Submitted struct {
+	// Applied is false when the match id was already submitted.
+	Applied bool
+	// Changed is true when the player's score changed.
+	Changed bool
+	// Previous is the score before, if the player had one.
+	Previous *Score
+	// Current is the score after.
+	Current Score
+}
+
+// Entry is one ranked player.
+type Entry struct {
+	Rank      int
+	PlayerID  string
+	Score     int64
+	ReachedAt time.Time
+}
+
+// Profile is what boards show of a player.
+type Profile struct {
+	PlayerID    string
+	DisplayName string
+	AvatarURL   string
+	Region      string
+	UpdatedAt   time.Time
+}
+
+// ErrNotRanked means the player has no score on the board in that period.
+var ErrNotRanked = errors.New("leaderboards: player not ranked")
+
+// Update decides a player's next score from the current one (nil if none);
+// changed is false when the submission leaves the score as it is.
+type Update func(current *Score) (next Score, changed bool, err error)
+
+// Definitions stores board definitions.
+type Definitions interface {
+	// Put creates or updates a definition. Changing an immutable field
+	// (policy, order, reset, tie-break, time zone) is a Conflict.
+	Put(ctx context.Context, d Definition) (Definition, bool, error)
+	// Get returns a definition, or a NotFound error.
+	Get(ctx context.Context, id string) (Definition, error)
+	// List returns every definition.
+	List(ctx context.Context) ([]Definition, error)
+}
+
+// Scores stores scores, the source of truth of every board.
+type Scores interface {
+	// Submit records the match for d's period exactly once and applies
+	// update to the player's score, in one transaction, retrying when a
+	// concurrent submission for the same player wins the race.
+	Submit(ctx context.Context, d Definition, period string, m Match, update Update) (Submitted, error)
+	// Get returns the scores of the given players (absent ones omitted).
+	Get(ctx context.Context, board, period string, players []string) ([]Score, error)
+	// Members counts the players with a score.
+	Members(ctx context.Context, board, period string) (int64, error)
+	// Top returns the best n, ranked, read from the score-ordered index.
+	Top(ctx context.Context, d Definition, period string, n int) ([]Entry, error)
+	// Around returns the player's entry and up to k entries on each side,
+	// ranked, read from the score-ordered index; ErrNotRanked if unranked.
+	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, error)
+	// Scan calls fn with every score of a board period, in pages.
+	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
+}
+
+// Players stores profiles and friend lists.
+type Players interface {
+	PutProfile(ctx context.Context, p Profile) error
+	Profiles(ctx context.Context, ids []string) (map[string]Profile, error)
+	PutFriends(ctx context.Context, player string, friends []string) error
+	Friends(ctx context.Context, player string) ([]string, error)
+}
