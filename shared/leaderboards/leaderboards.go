@@ -108,6 +108,8 @@ type Score struct {
 	Version     int64
 	LastMatchID string
 	UpdatedAt   time.Time
+	// Removed is set on a stream change that took the score away (erasure).
+	Removed bool
 }
 
 // Match is one submission: a game server reporting a player's result.
@@ -182,6 +184,17 @@ type Scores interface {
 	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, error)
 	// Scan calls fn with every score of a board period, in pages.
 	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
+}
+
+// Cache is the Redis side of boards: fast, exact reads, and writes that
+// carry DynamoDB's version. Reads fail while Redis cannot be trusted.
+type Cache interface {
+	Trusted(ctx context.Context) error
+	Upsert(ctx context.Context, d Definition, s Score) (rank int, total int64, err error)
+	Top(ctx context.Context, d Definition, period string, n int) ([]Entry, int64, error)
+	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, int64, error)
+	Among(ctx context.Context, d Definition, period string, players []string) ([]Entry, error)
+	Total(ctx context.Context, d Definition, period string) (int64, error)
 }
 
 // Players stores profiles and friend lists.

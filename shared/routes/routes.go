@@ -135,6 +135,78 @@ var (
 	}
 )
 
+var (
+	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
+	playerData = []schema.Table{schema.Players}
+)
+
+// Leaderboards.
+var (
+	PutLeaderboard = Route{
+		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Auth: Service,
+		Summary: "Define or update a leaderboard",
+		Uses:    Uses{Writes: []schema.Table{schema.Leaderboards}},
+	}
+	GetLeaderboard = Route{
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Auth: Player,
+		Summary: "A leaderboard's definition, current period and size",
+		Uses:    Uses{Reads: boardReads, Redis: true},
+	}
+	SubmitScore = Route{
+		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Auth: Service,
+		Summary: "Submit a player's match result",
+		Uses: Uses{
+			Reads:  []schema.Table{schema.Leaderboards, schema.Counters},
+			Writes: []schema.Table{schema.Scores, schema.ScoreEvents},
+			Redis:  true,
+		},
+	}
+	LeaderboardTop = Route{
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Auth: Player,
+		Summary: "The best N players of a period",
+		Uses:    Uses{Reads: boardReads, Redis: true},
+	}
+	PlayerRank = Route{
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Auth: Player,
+		Summary: "A player's rank, percentile and neighbours",
+		Uses:    Uses{Reads: boardReads, Redis: true},
+	}
+	FriendsRank = Route{
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Auth: Player,
+		Summary: "A player's rank among their friends",
+		Uses:    Uses{Reads: boardReads, Redis: true},
+	}
+	PutFriends = Route{
+		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Auth: Service,
+		Summary: "Replace a player's friend list",
+		Uses:    Uses{Writes: playerData},
+	}
+	PutProfile = Route{
+		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Auth: Service,
+		Summary: "Set a player's display name, avatar and region",
+		Uses:    Uses{Writes: playerData},
+	}
+)
+
+// LeaderboardProcessor mirrors the Scores stream into the ranking engine.
+var LeaderboardProcessor = Processor{
+	Function: "leaderboard-processor",
+	Source:   schema.Scores,
+	Summary:  "Applies score changes to Redis boards, versioned, and repairs boards Redis lost",
+	Uses: Uses{
+		Reads:  []schema.Table{schema.Leaderboards, schema.Scores},
+		Writes: []schema.Table{schema.Counters},
+		Redis:  true,
+	},
+	// Submissions already write Redis; the stream makes it certain, so a
+	// short window keeps other readers' view close behind.
+	BatchSize:    500,
+	BatchWindow:  200 * time.Millisecond,
+	MaxRetries:   8,
+	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
+}
+
 // CounterProcessor keeps counts, trending windows and membership caches from
 // the Reactions stream.
 var CounterProcessor = Processor{
@@ -154,10 +226,11 @@ var CounterProcessor = Processor{
 var All = []Route{
 	FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 	LikePost, UnlikePost, ToggleLike, CountLikes,
+	PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 }
 
 // Processors lists every stream processor.
-var Processors = []Processor{CounterProcessor}
+var Processors = []Processor{CounterProcessor, LeaderboardProcessor}
 
 // Functions returns the name of every Lambda function, routes then processors.
 func Functions() []string {

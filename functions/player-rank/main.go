@@ -1,0 +1,16 @@
+// Command player-rank is the Lambda behind GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/rank.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func main() {
+	deps := app.MustLoad(context.Background())
+	lambda.Start(deps.HTTP(routes.PlayerRank))
+}

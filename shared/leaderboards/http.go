@@ -1,0 +1,526 @@
+package leaderboards
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+// API serves the leaderboard routes.
+type API struct {
+	Service *Service
+}
+
+// Limits of the read routes.
+const (
+	MaxTop     = 1000 // n above a board's max_n is clamped; above this it is refused
+	DefaultTop = 10
+	MaxK       = 50
+	DefaultK   = 4
+	MaxFriends = 1000
+	// MaxClockSkew is how far in the future a match may say it happened.
+	MaxClockSkew = 5 * time.Minute
+)
+
+type (
+	scopeBody struct {
+		Game   *string `json:"game,omitempty"`
+		Mode   *string `json:"mode,omitempty"`
+		Region *string `json:"region,omitempty"`
+	}
+	definitionRequest struct {
+		Title    *string    `json:"title"`
+		Policy   *string    `json:"policy"`
+		Order    *string    `json:"order"`
+		Reset    *string    `json:"reset"`
+		TieBreak *string    `json:"tie_break"`
+		Scope    *scopeBody `json:"scope"`
+		Status   *string    `json:"status"`
+		MaxN     *int       `json:"max_n"`
+		Timezone *string    `json:"timezone"`
+	}
+	definitionBody struct {
+		ID            string    `json:"leaderboard_id"`
+		Title         string    `json:"title"`
+		Policy        Policy    `json:"policy"`
+		Order         Order     `json:"order"`
+		Reset         Reset     `json:"reset"`
+		TieBreak      TieBreak  `json:"tie_break"`
+		Scope         Scope     `json:"scope"`
+		Status        Status    `json:"status"`
+		MaxN          int       `json:"max_n"`
+		Timezone      string    `json:"timezone"`
+		CreatedAt     time.Time `json:"created_at"`
+		UpdatedAt     time.Time `json:"updated_at"`
+		CurrentPeriod string    `json:"current_period"`
+		Total         *int64    `json:"total,omitempty"`
+		Degraded      bool      `json:"degraded,omitempty"`
+	}
+	submitRequest struct {
+		PlayerID   *string         `json:"player_id"`
+		MatchID    *string         `json:"match_id"`
+		Score      json.RawMessage `json:"score"`
+		OccurredAt *string         `json:"occurred_at"`
+	}
+	submitBody struct {
+		PlayerID      string `json:"player_id"`
+		Score         int64  `json:"score"`
+		PreviousScore *int64 `json:"previous_score"`
+		Applied       bool   `json:"applied"`
+		Period        string `json:"period"`
+		Rank          *int   `json:"rank"`
+	}
+	topEntry struct {
+		Rank        int     `json:"rank"`
+		PlayerID    string  `json:"player_id"`
+		Score       int64   `json:"score"`
+		DisplayName *string `json:"display_name"`
+	}
+	topBody struct {
+		ID       string     `json:"leaderboard_id"`
+		Period   string     `json:"period"`
+		Entries  []topEntry `json:"entries"`
+		Total    int64      `json:"total"`
+		AsOf     time.Time  `json:"as_of"`
+		Degraded bool       `json:"degraded,omitempty"`
+	}
+	neighbor struct {
+		Rank     int    `json:"rank"`
+		PlayerID string `json:"player_id"`
+		Score    int64  `json:"score"`
+	}
+	rankBody struct {
+		PlayerID   string     `json:"player_id"`
+		Period     string     `json:"period"`
+		Score      int64      `json:"score"`
+		Rank       int        `json:"rank"`
+		Percentile float64    `json:"percentile"`
+		Total      int64      `json:"total"`
+		Neighbors  []neighbor `json:"neighbors"`
+		AsOf       time.Time  `json:"as_of"`
+		Degraded   bool       `json:"degraded,omitempty"`
+	}
+	friendsBody struct {
+		PlayerID     string     `json:"player_id"`
+		Period       string     `json:"period"`
+		Score        int64      `json:"score"`
+		FriendsRank  int        `json:"friends_rank"`
+		FriendsTotal int64      `json:"friends_total"`
+		Neighbors    []neighbor `json:"neighbors"`
+		AsOf         time.Time  `json:"as_of"`
+		Degraded     bool       `json:"degraded,omitempty"`
+	}
+	friendsRequest struct {
+		FriendIDs *[]string `json:"friend_ids"`
+	}
+	friendsReply struct {
+		PlayerID  string   `json:"player_id"`
+		FriendIDs []string `json:"friend_ids"`
+	}
+	profileRequest struct {
+		DisplayName *string `json:"display_name"`
+		AvatarURL   *string `json:"avatar_url"`
+		Region      *string `json:"region"`
+	}
+	profileBody struct {
+		PlayerID    string    `json:"player_id"`
+		DisplayName string    `json:"display_name"`
+		AvatarURL   *string   `json:"avatar_url"`
+		Region      *string   `json:"region"`
+		UpdatedAt   time.Time `json:"updated_at"`
+	}
+)
+
+func service(r *api.Request) error {
+	c, err := r.Caller()
+	if err != nil {
+		return err
+	}
+	if !c.IsService() {
+		return errs.New(errs.Forbidden, "this route is for services")
+	}
+	return nil
+}
+
+func oneOf[T ~string](f *errs.Fields, field string, v *string, def T, allowed ...T) T {
+	if v == nil {
+		return def
+	}
+	for _, a := range allowed {
+		if *v == string(a) {
+			return a
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	f.Add(field, "must be one of "+strings.Join(names, ", "))
+	return def
+}
+
+func optionalID(f *errs.Fields, field string, v *string) string {
+	if v == nil {
+		return ""
+	}
+	api.CheckID(f, field, *v)
+	return *v
+}
+
+// PutLeaderboard serves PUT /v1/leaderboards/{leaderboard_id}.
+func (a *API) PutLeaderboard(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := service(r); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id := r.Path("leaderboard_id")
+	api.CheckID(&f, "leaderboard_id", id)
+	var in definitionRequest
+	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	d := Definition{ID: id, MaxN: 100, Timezone: "UTC"}
+	switch {
+	case in.Title == nil:
+		f.Add("title", "is required")
+	case strings.TrimSpace(*in.Title) == "" || utf8.RuneCountInString(*in.Title) > 200:
+		f.Add("title", "must be 1-200 characters")
+	default:
+		d.Title = *in.Title
+	}
+	d.Policy = oneOf(&f, "policy", in.Policy, Best, Best, Increment, Latest)
+	d.Order = oneOf(&f, "order", in.Order, Desc, Desc, Asc)
+	d.Reset = oneOf(&f, "reset", in.Reset, Never, Never, Daily, Weekly, Monthly)
+	d.TieBreak = oneOf(&f, "tie_break", in.TieBreak, Earliest, Earliest, Shared)
+	d.Status = oneOf(&f, "status", in.Status, Active, Active, Frozen, Archived)
+	if in.Scope != nil {
+		d.Scope = Scope{
+			Game:   optionalID(&f, "scope.game", in.Scope.Game),
+			Mode:   optionalID(&f, "scope.mode", in.Scope.Mode),
+			Region: optionalID(&f, "scope.region", in.Scope.Region),
+		}
+	}
+	if in.MaxN != nil {
+		if *in.MaxN < 1 || *in.MaxN > MaxTop {
+			f.Add("max_n", "must be from 1 to 1000")
+		} else {
+			d.MaxN = *in.MaxN
+		}
+	}
+	if in.Timezone != nil {
+		if _, err := time.LoadLocation(*in.Timezone); err != nil || *in.Timezone == "" || *in.Timezone == "Local" {
+			f.Add("timezone", "must be an IANA time zone such as UTC or Europe/Berlin")
+		} else {
+			d.Timezone = *in.Timezone
+		}
+	}
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	stored, created, err := a.Service.PutDefinition(ctx, d)
+	if err != nil {
+		return api.Response{}, err
+	}
+	resp := api.OK(definitionOf(stored, a.Service.Clock.Now()))
+	if created {
+		resp.Status = http.StatusCreated
+	}
+	return resp, nil
+}
+
+func definitionOf(d Definition, now time.Time) definitionBody {
+	return definitionBody{
+		ID: d.ID, Title: d.Title, Policy: d.Policy, Order: d.Order, Reset: d.Reset, TieBreak: d.TieBreak,
+		Scope: d.Scope, Status: d.Status, MaxN: d.MaxN, Timezone: d.Timezone,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, CurrentPeriod: d.PeriodAt(now),
+	}
+}
+
+func boardID(r *api.Request) (string, error) {
+	var f errs.Fields
+	id := r.Path("leaderboard_id")
+	api.CheckID(&f, "leaderboard_id", id)
+	return id, f.Err()
+}
+
+// GetLeaderboard serves GET /v1/leaderboards/{leaderboard_id}.
+func (a *API) GetLeaderboard(ctx context.Context, r *api.Request) (api.Response, error) {
+	if _, err := r.Player(); err != nil {
+		return api.Response{}, err
+	}
+	id, err := boardID(r)
+	if err != nil {
+		return api.Response{}, err
+	}
+	b, err := a.Service.Board(ctx, id)
+	if err != nil {
+		return api.Response{}, err
+	}
+	body := definitionOf(b.Definition, a.Service.Clock.Now())
+	body.Total, body.Degraded = &b.Total, b.Degraded
+	return api.OK(body), nil
+}
+
+// SubmitScore serves POST /v1/leaderboards/{leaderboard_id}/scores.
+func (a *API) SubmitScore(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := service(r); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id := r.Path("leaderboard_id")
+	api.CheckID(&f, "leaderboard_id", id)
+	var in submitRequest
+	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	var m Match
+	if in.PlayerID == nil {
+		f.Add("player_id", "is required")
+	} else {
+		m.PlayerID = *in.PlayerID
+		api.CheckID(&f, "player_id", m.PlayerID)
+	}
+	if in.MatchID == nil {
+		f.Add("match_id", "is required")
+	} else {
+		m.MatchID = *in.MatchID
+		api.CheckID(&f, "match_id", m.MatchID)
+	}
+	m.Score = parseScore(&f, in.Score)
+	if in.OccurredAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *in.OccurredAt)
+		switch {
+		case err != nil:
+			f.Add("occurred_at", "must be an RFC 3339 time")
+		case t.After(a.Service.Clock.Now().Add(MaxClockSkew)):
+			f.Add("occurred_at", "must not be in the future")
+		default:
+			m.OccurredAt = t
+		}
+	}
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	res, err := a.Service.Submit(ctx, id, m)
+	if err != nil {
+		return api.Response{}, err
+	}
+	body := submitBody{PlayerID: m.PlayerID, Score: res.Current.Score, Applied: res.Applied, Period: res.Period, Rank: res.Rank}
+	if res.Previous != nil {
+		prev := res.Previous.Score
+		body.PreviousScore = &prev
+	}
+	return api.OK(body), nil
+}
+
+// parseScore accepts an integer with |score| ≤ 2^53 and nothing else: not
+// a fraction, not a string, not an exponent that hides a fraction.
+func parseScore(f *errs.Fields, raw json.RawMessage) int64 {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		f.Add("score", "is required")
+		return 0
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		f.Add("score", "must be an integer")
+		return 0
+	}
+	if n > MaxScore || n < -MaxScore {
+		f.Add("score", "must be within ±2^53 (9007199254740992)")
+		return 0
+	}
+	return n
+}
+
+// readArgs validates the common read inputs: the board, an optional
+// period, and an integer parameter.
+func readArgs(r *api.Request, f *errs.Fields, intName string, def, maxV int) (string, string, int) {
+	id := r.Path("leaderboard_id")
+	api.CheckID(f, "leaderboard_id", id)
+	period := r.Query("period")
+	if _, asked := r.Event.QueryStringParameters["period"]; asked && period == "" {
+		f.Add("period", "must name a period")
+	}
+	lowest := 0
+	if intName == "n" {
+		lowest = 1
+	}
+	return id, period, r.IntQuery(f, intName, def, lowest, maxV)
+}
+
+// LeaderboardTop serves GET /v1/leaderboards/{leaderboard_id}/top.
+func (a *API) LeaderboardTop(ctx context.Context, r *api.Request) (api.Response, error) {
+	if _, err := r.Player(); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id, period, n := readArgs(r, &f, "n", DefaultTop, MaxTop)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	t, err := a.Service.Top(ctx, id, period, n)
+	if err != nil {
+		return api.Response{}, err
+	}
+	body := topBody{ID: id, Period: t.Period, Entries: make([]topEntry, len(t.Entries)), Total: t.Total, AsOf: t.AsOf, Degraded: t.Degraded}
+	for i, e := range t.Entries {
+		body.Entries[i] = topEntry{Rank: e.Rank, PlayerID: e.PlayerID, Score: e.Score}
+		if name, ok := t.Names[e.PlayerID]; ok {
+			body.Entries[i].DisplayName = &name
+		}
+	}
+	return api.OK(body), nil
+}
+
+func playerArg(r *api.Request, f *errs.Fields) string {
+	p := r.Path("player_id")
+	api.CheckID(f, "player_id", p)
+	return p
+}
+
+func neighbors(es []Entry) []neighbor {
+	out := make([]neighbor, len(es))
+	for i, e := range es {
+		out[i] = neighbor{Rank: e.Rank, PlayerID: e.PlayerID, Score: e.Score}
+	}
+	return out
+}
+
+// PlayerRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/rank.
+func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, error) {
+	if _, err := r.Player(); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
+	player := playerArg(r, &f)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	st, err := a.Service.Rank(ctx, id, period, player, k)
+	if err != nil {
+		return api.Response{}, err
+	}
+	return api.OK(rankBody{
+		PlayerID: player, Period: st.Period, Score: st.Self.Score, Rank: st.Self.Rank, Percentile: st.Percentile,
+		Total: st.Total, Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
+	}), nil
+}
+
+// FriendsRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank.
+func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, error) {
+	if _, err := r.Player(); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
+	player := playerArg(r, &f)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	st, err := a.Service.FriendsRank(ctx, id, period, player, k)
+	if err != nil {
+		return api.Response{}, err
+	}
+	return api.OK(friendsBody{
+		PlayerID: player, Period: st.Period, Score: st.Self.Score, FriendsRank: st.Self.Rank, FriendsTotal: st.Total,
+		Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
+	}), nil
+}
+
+// PutFriends serves PUT /v1/players/{player_id}/friends.
+func (a *API) PutFriends(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := service(r); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	player := playerArg(r, &f)
+	var in friendsRequest
+	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	var friends []string
+	switch {
+	case in.FriendIDs == nil:
+		f.Add("friend_ids", "is required (an empty list clears the friends)")
+	case len(*in.FriendIDs) > MaxFriends:
+		f.Add("friend_ids", "at most 1000 friends")
+	default:
+		seen := map[string]bool{player: true}
+		for _, id := range *in.FriendIDs {
+			if !api.ValidID(id) {
+				f.Add("friend_ids", "each id must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+				break
+			}
+			if !seen[id] {
+				seen[id] = true
+				friends = append(friends, id)
+			}
+		}
+	}
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	if err := a.Service.PutFriends(ctx, player, friends); err != nil {
+		return api.Response{}, err
+	}
+	if friends == nil {
+		friends = []string{}
+	}
+	return api.OK(friendsReply{PlayerID: player, FriendIDs: friends}), nil
+}
+
+// PutProfile serves PUT /v1/players/{player_id}/profile.
+func (a *API) PutProfile(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := service(r); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	p := Profile{PlayerID: playerArg(r, &f)}
+	var in profileRequest
+	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	switch {
+	case in.DisplayName == nil:
+		f.Add("display_name", "is required")
+	case strings.TrimSpace(*in.DisplayName) == "" || utf8.RuneCountInString(*in.DisplayName) > 64:
+		f.Add("display_name", "must be 1-64 characters")
+	default:
+		p.DisplayName = *in.DisplayName
+	}
+	if in.AvatarURL != nil && *in.AvatarURL != "" {
+		u, err := url.Parse(*in.AvatarURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(*in.AvatarURL) > 2048 {
+			f.Add("avatar_url", "must be an absolute http(s) URL of at most 2048 characters")
+		} else {
+			p.AvatarURL = *in.AvatarURL
+		}
+	}
+	p.Region = optionalID(&f, "region", in.Region)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	stored, err := a.Service.PutProfile(ctx, p)
+	if err != nil {
+		return api.Response{}, err
+	}
+	body := profileBody{PlayerID: stored.PlayerID, DisplayName: stored.DisplayName, UpdatedAt: stored.UpdatedAt}
+	if stored.AvatarURL != "" {
+		body.AvatarURL = &stored.AvatarURL
+	}
+	if stored.Region != "" {
+		body.Region = &stored.Region
+	}
+	return api.OK(body), nil
+}

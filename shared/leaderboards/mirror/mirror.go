@@ -1,0 +1,170 @@
+// Package mirror keeps leaderboards in Redis through the ranking engine:
+// one board per leaderboard period, written with the version DynamoDB gave
+// each score (so the submit path, the stream and rebuilds may race in any
+// order), and read in one round trip per query. Reads refuse to answer while
+// the cache generation says Redis may be behind, so callers fall back to
+// DynamoDB.
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/shared/cachegen"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/ranking"
+)
+
+// Scope is the cache generation scope of leaderboards.
+const Scope = "leaderboards"
+
+// ErrStale means Redis cannot be trusted for leaderboards right now.
+var ErrStale = errors.New("leaderboards mirror: redis may be behind dynamodb")
+
+// Mirror is the Redis side of leaderboards.
+type Mirror struct {
+	Rank *ranking.Engine
+	Gen  *cachegen.Tracker
+}
+
+// New returns a mirror over rdb, trusted only while gen says so.
+func New(rdb redis.UniversalClient, gen *cachegen.Tracker) *Mirror {
+	return &Mirror{Rank: ranking.New(rdb), Gen: gen}
+}
+
+// Board is the ranking-engine board of a leaderboard period. Every period
+// has its own hash tag, so busy boards spread over the cluster.
+func Board(d leaderboards.Definition, period string) ranking.Board {
+	b := ranking.Board{Tag: "lb:" + d.ID + "#" + period, Name: "scores", Order: ranking.Desc, Ties: ranking.Earliest}
+	if d.Order == leaderboards.Asc {
+		b.Order = ranking.Asc
+	}
+	if d.TieBreak == leaderboards.Shared {
+		b.Ties = ranking.Shared
+	}
+	return b
+}
+
+func item(s leaderboards.Score) ranking.Item {
+	return ranking.Item{ID: s.PlayerID, Score: s.Score, ReachedAt: s.ReachedAt, Version: s.Version, Removed: s.Removed}
+}
+
+var _ leaderboards.Cache = (*Mirror)(nil)
+
+func entry(e ranking.Entry) leaderboards.Entry {
+	return leaderboards.Entry{Rank: e.Rank, PlayerID: e.ID, Score: e.Score, ReachedAt: e.ReachedAt}
+}
+
+func entries(es []ranking.Entry) []leaderboards.Entry {
+	out := make([]leaderboards.Entry, len(es))
+	for i, e := range es {
+		out[i] = entry(e)
+	}
+	return out
+}
+
+// Trusted reports whether reads may be served from Redis.
+func (m *Mirror) Trusted(ctx context.Context) error {
+	if !m.Gen.Fresh(ctx) {
+		return ErrStale
+	}
+	return nil
+}
+
+// Upsert writes a player's score (if its version is newer) and returns
+// their rank and the board's size, in one round trip.
+func (m *Mirror) Upsert(ctx context.Context, d leaderboards.Definition, s leaderboards.Score) (int, int64, error) {
+	res, err := m.Rank.Upsert(ctx, Board(d, s.Period), item(s))
+	if err != nil {
+		return 0, 0, fmt.Errorf("mirror %s#%s/%s: %w", d.ID, s.Period, s.PlayerID, err)
+	}
+	return res.Rank, res.Total, nil
+}
+
+// Apply writes many scores of one board period (processors), versioned.
+func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period string, scores []leaderboards.Score) error {
+	items := make([]ranking.Item, len(scores))
+	for i, s := range scores {
+		items[i] = item(s)
+	}
+	if _, err := m.Rank.UpsertMany(ctx, Board(d, period), items); err != nil {
+		return fmt.Errorf("mirror %d scores of %s#%s: %w", len(scores), d.ID, period, err)
+	}
+	return nil
+}
+
+// Top returns the best n and the board's size.
+func (m *Mirror) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, int64, error) {
+	if err := m.Trusted(ctx); err != nil {
+		return nil, 0, err
+	}
+	es, total, err := m.Rank.Top(ctx, Board(d, period), n)
+	if err != nil {
+		return nil, 0, err
+	}
+	return entries(es), total, nil
+}
+
+// Around returns the player's entry, the window of k on each side and the
+// board's size.
+func (m *Mirror) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Entry, []leaderboards.Entry, int64, error) {
+	if err := m.Trusted(ctx); err != nil {
+		return leaderboards.Entry{}, nil, 0, err
+	}
+	self, window, total, err := m.Rank.Around(ctx, Board(d, period), player, k)
+	if errors.Is(err, ranking.ErrNotRanked) {
+		return leaderboards.Entry{}, nil, total, leaderboards.ErrNotRanked
+	}
+	if err != nil {
+		return leaderboards.Entry{}, nil, 0, err
+	}
+	return entry(self), entries(window), total, nil
+}
+
+// Among ranks the given players among themselves (those with a score).
+func (m *Mirror) Among(ctx context.Context, d leaderboards.Definition, period string, players []string) ([]leaderboards.Entry, error) {
+	if err := m.Trusted(ctx); err != nil {
+		return nil, err
+	}
+	es, err := m.Rank.Among(ctx, Board(d, period), players)
+	if err != nil {
+		return nil, err
+	}
+	return entries(es), nil
+}
+
+// Total is the board's size.
+func (m *Mirror) Total(ctx context.Context, d leaderboards.Definition, period string) (int64, error) {
+	if err := m.Trusted(ctx); err != nil {
+		return 0, err
+	}
+	return m.Rank.Total(ctx, Board(d, period))
+}
+
+// Rebuild reloads a board period from DynamoDB. The engine builds the new
+// content aside and swaps it in at once; writes arriving meanwhile reach
+// both copies and versions decide, so the stream catching up is harmless.
+func (m *Mirror) Rebuild(ctx context.Context, d leaderboards.Definition, period string, expected int64, scan func(fn func([]leaderboards.Score) error) error) error {
+	l, err := m.Rank.BeginLoad(ctx, Board(d, period), int(expected))
+	if err != nil {
+		return fmt.Errorf("rebuild %s#%s: %w", d.ID, period, err)
+	}
+	err = scan(func(scores []leaderboards.Score) error {
+		items := make([]ranking.Item, len(scores))
+		for i, s := range scores {
+			items[i] = item(s)
+		}
+		return l.Add(ctx, items...)
+	})
+	if err != nil {
+		_ = l.Abort(context.WithoutCancel(ctx))
+		return fmt.Errorf("rebuild %s#%s: %w", d.ID, period, err)
+	}
+	if err := l.Commit(ctx); err != nil {
+		return fmt.Errorf("rebuild %s#%s: %w", d.ID, period, err)
+	}
+	return nil
+}

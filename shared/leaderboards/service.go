@@ -1,0 +1,355 @@
+package leaderboards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/hotcache"
+)
+
+// Service applies the leaderboard rules over the stores and the cache.
+type Service struct {
+	Defs    Definitions
+	Scores  Scores
+	Players Players
+	Cache   Cache
+	Clock   clock.Clock
+	Log     *slog.Logger
+
+	// Hot boards: top windows and much-viewed ranks are reused for a
+	// moment, and concurrent misses share one Redis call.
+	tops    *hotcache.Cache[Top]
+	ranks   *hotcache.Cache[Standing]
+	friends *hotcache.Cache[Standing]
+	defs    *hotcache.Cache[Definition]
+}
+
+// HotFor is how long a read result is reused in process.
+const HotFor = 250 * time.Millisecond
+
+// NewService returns a service with its hot caches.
+func NewService(defs Definitions, scores Scores, players Players, cache Cache, c clock.Clock, log *slog.Logger) *Service {
+	return &Service{
+		Defs: defs, Scores: scores, Players: players, Cache: cache, Clock: c, Log: log,
+		tops:    hotcache.New[Top](HotFor),
+		ranks:   hotcache.New[Standing](HotFor),
+		friends: hotcache.New[Standing](HotFor),
+		defs:    hotcache.New[Definition](time.Second),
+	}
+}
+
+// Board is a definition with what a reader sees of it now.
+type Board struct {
+	Definition
+	CurrentPeriod string
+	Total         int64
+	Degraded      bool
+}
+
+// Top is a top-N read.
+type Top struct {
+	Period   string
+	Entries  []Entry
+	Names    map[string]string
+	Total    int64
+	AsOf     time.Time
+	Degraded bool
+}
+
+// Standing is a player's place on a board or among friends.
+type Standing struct {
+	Period     string
+	Self       Entry
+	Total      int64
+	Percentile float64
+	Neighbors  []Entry
+	AsOf       time.Time
+	Degraded   bool
+}
+
+// Result is the outcome of a submission as the game server sees it.
+type Result struct {
+	Submitted
+	Period string
+	// Rank is the player's rank after the submission, when Redis could
+	// tell it.
+	Rank *int
+}
+
+// PutDefinition creates or updates a board.
+func (s *Service) PutDefinition(ctx context.Context, d Definition) (Definition, bool, error) {
+	d.UpdatedAt = s.Clock.Now()
+	out, created, err := s.Defs.Put(ctx, d)
+	if err == nil {
+		s.defs.Drop(d.ID)
+	}
+	return out, created, err
+}
+
+// definition reads a board's definition, reusing it for a second.
+func (s *Service) definition(ctx context.Context, id string) (Definition, error) {
+	d, _, err := s.defs.Get(id, func() (Definition, error) { return s.Defs.Get(ctx, id) })
+	return d, err
+}
+
+// Period resolves the period a reader asks for ("" means the current one).
+func (s *Service) period(d Definition, asked string) (string, error) {
+	if asked == "" {
+		return d.PeriodAt(s.Clock.Now()), nil
+	}
+	return asked, d.CheckPeriod(asked)
+}
+
+// Board returns a definition with its current period and size.
+func (s *Service) Board(ctx context.Context, id string) (Board, error) {
+	d, err := s.definition(ctx, id)
+	if err != nil {
+		return Board{}, err
+	}
+	b := Board{Definition: d, CurrentPeriod: d.PeriodAt(s.Clock.Now())}
+	total, err := s.Cache.Total(ctx, d, b.CurrentPeriod)
+	if err != nil || total == 0 {
+		durable, derr := s.Scores.Members(ctx, d.ID, b.CurrentPeriod)
+		if derr != nil {
+			return Board{}, derr
+		}
+		b.Degraded = err != nil || durable != total
+		total = durable
+	}
+	b.Total = total
+	return b, nil
+}
+
+// Submit applies a match to a board: recorded exactly once, applied under
+// the board's policy, then written to Redis so the player sees their rank.
+func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, error) {
+	d, err := s.Defs.Get(ctx, boardID) // fresh: a FROZEN board refuses at once
+	if err != nil {
+		return Result{}, err
+	}
+	if d.Status != Active {
+		return Result{}, errs.New(errs.Conflict, "leaderboard %s is %s and accepts no scores", d.ID, d.Status)
+	}
+	now := s.Clock.Now()
+	if m.OccurredAt.IsZero() {
+		m.OccurredAt = now
+	}
+	m.OccurredAt = truncMillis(m.OccurredAt)
+	period := d.PeriodAt(m.OccurredAt)
+	sub, err := s.Scores.Submit(ctx, d, period, m, func(cur *Score) (Score, bool, error) {
+		next, changed, err := Apply(d, cur, m)
+		next.Board, next.Period, next.UpdatedAt = d.ID, period, now
+		return next, changed, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Submitted: sub, Period: period}
+	trusted := s.Cache.Trusted(ctx) == nil
+	if sub.Applied && sub.Changed {
+		rank, _, err := s.Cache.Upsert(ctx, d, sub.Current)
+		if err != nil {
+			s.Log.WarnContext(ctx, "score not written to redis; the stream will", "board", d.ID, "error", err.Error())
+		} else if trusted {
+			res.Rank = &rank
+		}
+		return res, nil
+	}
+	if trusted {
+		if self, _, _, err := s.Cache.Around(ctx, d, period, m.PlayerID, 0); err == nil {
+			res.Rank = &self.Rank
+		}
+	}
+	return res, nil
+}
+
+// Top returns the best n of a period (n is clamped to the board's MaxN).
+func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error) {
+	d, err := s.definition(ctx, id)
+	if err != nil {
+		return Top{}, err
+	}
+	if period, err = s.period(d, period); err != nil {
+		return Top{}, err
+	}
+	n = min(n, d.MaxN)
+	t, _, err := s.tops.Get(fmt.Sprintf("%s|%s|%d", id, period, n), func() (Top, error) { return s.top(ctx, d, period, n) })
+	return t, err
+}
+
+func (s *Service) top(ctx context.Context, d Definition, period string, n int) (Top, error) {
+	t := Top{Period: period, AsOf: s.Clock.Now()}
+	entries, total, err := s.Cache.Top(ctx, d, period, n)
+	if err == nil && total == 0 {
+		// An empty board in Redis may be one Redis lost: ask DynamoDB.
+		if members, merr := s.Scores.Members(ctx, d.ID, period); merr == nil && members > 0 {
+			err = errMissing
+		}
+	}
+	if err != nil {
+		t.Degraded = true
+		if entries, err = s.Scores.Top(ctx, d, period, n); err != nil {
+			return Top{}, err
+		}
+		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
+			return Top{}, err
+		}
+	}
+	t.Entries, t.Total = entries, total
+	t.Names = s.names(ctx, entries)
+	return t, nil
+}
+
+var errMissing = errors.New("board missing from redis")
+
+// names looks up display names; without them a board still answers.
+func (s *Service) names(ctx context.Context, entries []Entry) map[string]string {
+	if len(entries) == 0 {
+		return nil
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.PlayerID
+	}
+	profiles, err := s.Players.Profiles(ctx, ids)
+	if err != nil {
+		s.Log.WarnContext(ctx, "display names unavailable", "error", err.Error())
+		return nil
+	}
+	names := make(map[string]string, len(profiles))
+	for id, p := range profiles {
+		if p.DisplayName != "" {
+			names[id] = p.DisplayName
+		}
+	}
+	return names
+}
+
+// Rank returns a player's rank, percentile and k neighbours on each side.
+func (s *Service) Rank(ctx context.Context, id, period, player string, k int) (Standing, error) {
+	d, err := s.definition(ctx, id)
+	if err != nil {
+		return Standing{}, err
+	}
+	if period, err = s.period(d, period); err != nil {
+		return Standing{}, err
+	}
+	st, _, err := s.ranks.Get(fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func() (Standing, error) {
+		return s.rank(ctx, d, period, player, k)
+	})
+	return st, err
+}
+
+func (s *Service) rank(ctx context.Context, d Definition, period, player string, k int) (Standing, error) {
+	st := Standing{Period: period, AsOf: s.Clock.Now()}
+	self, window, total, err := s.Cache.Around(ctx, d, period, player, k)
+	if errors.Is(err, ErrNotRanked) {
+		// Unranked in Redis: truly, or a board Redis lost?
+		if got, gerr := s.Scores.Get(ctx, d.ID, period, []string{player}); gerr == nil && len(got) == 0 {
+			return Standing{}, notRanked(player, d.ID, period)
+		}
+		err = errMissing
+	}
+	if err != nil {
+		st.Degraded = true
+		if self, window, err = s.Scores.Around(ctx, d, period, player, k); err != nil {
+			if errors.Is(err, ErrNotRanked) {
+				return Standing{}, notRanked(player, d.ID, period)
+			}
+			return Standing{}, err
+		}
+		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
+			return Standing{}, err
+		}
+	}
+	st.Self, st.Neighbors, st.Total = self, window, total
+	st.Percentile = Percentile(self.Rank, total)
+	return st, nil
+}
+
+func notRanked(player, board, period string) error {
+	return errs.New(errs.NotFound, "player %s has no score on %s in period %s", player, board, period)
+}
+
+// FriendsRank ranks a player among their friends who have a score.
+func (s *Service) FriendsRank(ctx context.Context, id, period, player string, k int) (Standing, error) {
+	d, err := s.definition(ctx, id)
+	if err != nil {
+		return Standing{}, err
+	}
+	if period, err = s.period(d, period); err != nil {
+		return Standing{}, err
+	}
+	st, _, err := s.friends.Get(fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func() (Standing, error) {
+		return s.friendsRank(ctx, d, period, player, k)
+	})
+	return st, err
+}
+
+func (s *Service) friendsRank(ctx context.Context, d Definition, period, player string, k int) (Standing, error) {
+	friends, err := s.Players.Friends(ctx, player)
+	if err != nil {
+		return Standing{}, err
+	}
+	ids := append([]string{player}, friends...)
+	st := Standing{Period: period, AsOf: s.Clock.Now()}
+	ranked, err := s.Cache.Among(ctx, d, period, ids)
+	if err == nil && !contains(ranked, player) {
+		// The player is not in Redis: unranked, or a board Redis lost.
+		if got, gerr := s.Scores.Get(ctx, d.ID, period, []string{player}); gerr == nil && len(got) == 0 {
+			return Standing{}, notRanked(player, d.ID, period)
+		}
+		err = errMissing
+	}
+	if err != nil {
+		st.Degraded = true
+		scores, err := s.Scores.Get(ctx, d.ID, period, ids)
+		if err != nil {
+			return Standing{}, err
+		}
+		ranked = make([]Entry, len(scores))
+		for i, sc := range scores {
+			ranked[i] = entryOf(sc)
+		}
+		Rank(d.Order, d.TieBreak, ranked, 0, 0)
+		if !contains(ranked, player) {
+			return Standing{}, notRanked(player, d.ID, period)
+		}
+	}
+	at := 0
+	for i, e := range ranked {
+		if e.PlayerID == player {
+			at = i
+		}
+	}
+	st.Self = ranked[at]
+	st.Total = int64(len(ranked))
+	st.Percentile = Percentile(st.Self.Rank, st.Total)
+	st.Neighbors = ranked[max(0, at-k):min(len(ranked), at+k+1)]
+	return st, nil
+}
+
+func contains(entries []Entry, player string) bool {
+	for _, e := range entries {
+		if e.PlayerID == player {
+			return true
+		}
+	}
+	return false
+}
+
+// PutProfile stores a player's profile.
+func (s *Service) PutProfile(ctx context.Context, p Profile) (Profile, error) {
+	p.UpdatedAt = s.Clock.Now()
+	return p, s.Players.PutProfile(ctx, p)
+}
+
+// PutFriends replaces a player's friend list.
+func (s *Service) PutFriends(ctx context.Context, player string, friends []string) error {
+	return s.Players.PutFriends(ctx, player, friends)
+}
