@@ -1,0 +1,209 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Definitions stores leaderboard definitions in the Leaderboards table.
+type Definitions struct {
+	DB    DB
+	Table string
+	// Clock stamps created_at and updated_at when the definition carries no
+	// UpdatedAt; nil means the wall clock.
+	Clock clock.Clock
+}
+
+var _ leaderboards.Definitions = (*Definitions)(nil)
+
+type definitionItem struct {
+	ID        string              `dynamodbav:"leaderboard_id"`
+	Title     string              `dynamodbav:"title"`
+	Policy    string              `dynamodbav:"policy"`
+	Order     string              `dynamodbav:"order"`
+	Reset     string              `dynamodbav:"reset"`
+	TieBreak  string              `dynamodbav:"tie_break"`
+	Scope     *leaderboards.Scope `dynamodbav:"scope,omitempty"`
+	Status    string              `dynamodbav:"status"`
+	MaxN      int                 `dynamodbav:"max_n"`
+	Timezone  string              `dynamodbav:"timezone"`
+	CreatedAt string              `dynamodbav:"created_at"`
+	UpdatedAt string              `dynamodbav:"updated_at"`
+	Ver       int64               `dynamodbav:"ver"`
+}
+
+func (it definitionItem) definition() leaderboards.Definition {
+	d := leaderboards.Definition{
+		ID: it.ID, Title: it.Title, Policy: leaderboards.Policy(it.Policy), Order: leaderboards.Order(it.Order),
+		Reset: leaderboards.Reset(it.Reset), TieBreak: leaderboards.TieBreak(it.TieBreak),
+		Status: leaderboards.Status(it.Status), MaxN: it.MaxN, Timezone: it.Timezone,
+		CreatedAt: parseTime(it.CreatedAt), UpdatedAt: parseTime(it.UpdatedAt), Version: it.Ver,
+	}
+	if it.Scope != nil {
+		d.Scope = *it.Scope
+	}
+	return d
+}
+
+func decodeDefinition(raw map[string]types.AttributeValue) (leaderboards.Definition, error) {
+	var it definitionItem
+	if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+		return leaderboards.Definition{}, fmt.Errorf("decode leaderboard: %w", err)
+	}
+	return it.definition(), nil
+}
+
+// immutable lists the fields a board keeps for life, by their API names:
+// changing any of them would reorder or re-period scores already recorded.
+var immutable = []struct {
+	name, attr string
+	of         func(leaderboards.Definition) string
+}{
+	{"policy", "policy", func(d leaderboards.Definition) string { return string(d.Policy) }},
+	{"order", "order", func(d leaderboards.Definition) string { return string(d.Order) }},
+	{"reset", "reset", func(d leaderboards.Definition) string { return string(d.Reset) }},
+	{"tie_break", "tie_break", func(d leaderboards.Definition) string { return string(d.TieBreak) }},
+	{"timezone", "timezone", func(d leaderboards.Definition) string { return d.Timezone }},
+}
+
+// Put creates the definition, or updates its mutable fields when the
+// immutable ones match what is stored. One conditional update does both, so
+// two writers cannot interleave a read and a write; created_at survives and
+// ver grows by one. created reports whether the board is new.
+func (s *Definitions) Put(ctx context.Context, d leaderboards.Definition) (leaderboards.Definition, bool, error) {
+	if d.ID == "" {
+		return leaderboards.Definition{}, false, errs.Field("leaderboard_id", "is required")
+	}
+	at := d.UpdatedAt
+	if at.IsZero() {
+		at = now(s.Clock)
+	}
+	names := map[string]string{
+		"#id": schema.AttrBoardID, "#title": "title", "#status": "status", "#maxn": "max_n",
+		"#scope": "scope", "#created": "created_at", "#updated": "updated_at", "#ver": "ver",
+	}
+	values := map[string]types.AttributeValue{
+		":title": ddb.S(d.Title), ":status": ddb.S(string(d.Status)), ":maxn": ddb.N(int64(d.MaxN)),
+		":now": ddb.S(formatTime(at)), ":zero": ddb.N(0), ":one": ddb.N(1),
+	}
+	set := []string{"#title = :title", "#status = :status", "#maxn = :maxn", "#updated = :now",
+		"#created = if_not_exists(#created, :now)", "#ver = if_not_exists(#ver, :zero) + :one"}
+	var same []string
+	for i, f := range immutable {
+		name, value := fmt.Sprintf("#im%d", i), fmt.Sprintf(":im%d", i)
+		names[name], values[value] = f.attr, ddb.S(f.of(d))
+		set = append(set, name+" = "+value)
+		same = append(same, name+" = "+value)
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if d.Scope == (leaderboards.Scope{}) {
+		update += " REMOVE #scope"
+	} else {
+		scope, err := attributevalue.Marshal(d.Scope)
+		if err != nil {
+			return leaderboards.Definition{}, false, fmt.Errorf("encode scope of %s: %w", d.ID, err)
+		}
+		values[":scope"] = scope
+		update = "SET #scope = :scope, " + strings.TrimPrefix(update, "SET ")
+	}
+	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.Table),
+		Key:                                 map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(d.ID)},
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String("attribute_not_exists(#id) OR (" + strings.Join(same, " AND ") + ")"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		stored, derr := decodeDefinition(ccf.Item)
+		if derr != nil {
+			return leaderboards.Definition{}, false, derr
+		}
+		return leaderboards.Definition{}, false, immutableChanged(stored, d)
+	}
+	if err != nil {
+		return leaderboards.Definition{}, false, unavailable(err, "put leaderboard "+d.ID)
+	}
+	stored, err := decodeDefinition(out.Attributes)
+	if err != nil {
+		return leaderboards.Definition{}, false, err
+	}
+	return stored, stored.Version == 1, nil
+}
+
+// immutableChanged is the Conflict for a Put that would change an
+// immutable field, naming each one with its stored value.
+func immutableChanged(stored, wanted leaderboards.Definition) error {
+	e := &errs.Error{Kind: errs.Conflict}
+	var changed []string
+	for _, f := range immutable {
+		if was, is := f.of(stored), f.of(wanted); was != is {
+			changed = append(changed, f.name)
+			e.Fields = append(e.Fields, errs.FieldError{Field: f.name,
+				Message: fmt.Sprintf("cannot change once the board exists (it is %q, not %q)", was, is)})
+		}
+	}
+	e.Detail = fmt.Sprintf("leaderboard %s: %s cannot change once the board exists", stored.ID, strings.Join(changed, ", "))
+	if len(changed) == 0 {
+		// The item changed between the failed write and the read that came
+		// with it; the caller may simply retry.
+		e.Detail = fmt.Sprintf("leaderboard %s changed concurrently; retry", wanted.ID)
+	}
+	return e
+}
+
+// Get returns the definition, or NotFound.
+func (s *Definitions) Get(ctx context.Context, id string) (leaderboards.Definition, error) {
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.Table),
+		Key:            map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(id)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return leaderboards.Definition{}, unavailable(err, "get leaderboard "+id)
+	}
+	if len(out.Item) == 0 {
+		return leaderboards.Definition{}, errs.New(errs.NotFound, "leaderboard %s not found", id)
+	}
+	return decodeDefinition(out.Item)
+}
+
+// List returns every definition. The table holds one small item per board,
+// so a scan is the simplest complete read.
+func (s *Definitions) List(ctx context.Context) ([]leaderboards.Definition, error) {
+	var defs []leaderboards.Definition
+	in := &dynamodb.ScanInput{TableName: aws.String(s.Table)}
+	for {
+		out, err := s.DB.Scan(ctx, in)
+		if err != nil {
+			return nil, unavailable(err, "list leaderboards")
+		}
+		for _, raw := range out.Items {
+			d, err := decodeDefinition(raw)
+			if err != nil {
+				return nil, err
+			}
+			defs = append(defs, d)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return defs, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

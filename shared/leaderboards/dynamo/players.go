@@ -1,0 +1,137 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Players stores profiles and friend lists in the Players table. Each write
+// updates only its own attributes, so a profile sync and a friends sync of
+// the same player never undo each other.
+type Players struct {
+	DB    DB
+	Table string
+	// Clock stamps updated_at when the write carries no time; nil means the
+	// wall clock.
+	Clock clock.Clock
+}
+
+var _ leaderboards.Players = (*Players)(nil)
+
+type playerItem struct {
+	PlayerID    string   `dynamodbav:"player_id"`
+	DisplayName *string  `dynamodbav:"display_name"`
+	AvatarURL   string   `dynamodbav:"avatar_url"`
+	Region      string   `dynamodbav:"region"`
+	FriendIDs   []string `dynamodbav:"friend_ids"`
+	UpdatedAt   string   `dynamodbav:"updated_at"`
+}
+
+func (s *Players) key(player string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPlayerID: ddb.S(player)}
+}
+
+// PutProfile sets the player's display name, avatar and region.
+func (s *Players) PutProfile(ctx context.Context, p leaderboards.Profile) error {
+	at := p.UpdatedAt
+	if at.IsZero() {
+		at = now(s.Clock)
+	}
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.Table),
+		Key:              s.key(p.PlayerID),
+		UpdateExpression: aws.String("SET display_name = :name, avatar_url = :avatar, #region = :region, updated_at = :now"),
+		// region is a DynamoDB reserved word.
+		ExpressionAttributeNames: map[string]string{"#region": "region"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":name": ddb.S(p.DisplayName), ":avatar": ddb.S(p.AvatarURL), ":region": ddb.S(p.Region),
+			":now": ddb.S(formatTime(at)),
+		},
+	})
+	if err != nil {
+		return unavailable(err, "put profile of "+p.PlayerID)
+	}
+	return nil
+}
+
+// Profiles returns the profiles of the given players; players without one
+// are absent.
+func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]leaderboards.Profile, error) {
+	var keys []map[string]types.AttributeValue
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			keys = append(keys, s.key(id))
+		}
+	}
+	raw, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, false, schema.AttrPlayerID, "display_name", "avatar_url", "region", "updated_at")
+	if err != nil {
+		return nil, unavailable(err, "read profiles")
+	}
+	out := make(map[string]leaderboards.Profile, len(raw))
+	for _, r := range raw {
+		var it playerItem
+		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
+			return nil, fmt.Errorf("decode profile: %w", err)
+		}
+		if it.DisplayName == nil {
+			continue // only friends were synced for this player
+		}
+		out[it.PlayerID] = leaderboards.Profile{
+			PlayerID: it.PlayerID, DisplayName: *it.DisplayName, AvatarURL: it.AvatarURL,
+			Region: it.Region, UpdatedAt: parseTime(it.UpdatedAt),
+		}
+	}
+	return out, nil
+}
+
+// PutFriends replaces the player's friend list.
+func (s *Players) PutFriends(ctx context.Context, player string, friends []string) error {
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(player),
+		UpdateExpression:          aws.String("SET updated_at = :now REMOVE friend_ids"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ddb.S(formatTime(now(s.Clock)))},
+	}
+	if len(friends) > 0 {
+		list, err := attributevalue.Marshal(friends)
+		if err != nil {
+			return fmt.Errorf("encode friends of %s: %w", player, err)
+		}
+		in.UpdateExpression = aws.String("SET updated_at = :now, friend_ids = :friends")
+		in.ExpressionAttributeValues[":friends"] = list
+	}
+	if _, err := s.DB.UpdateItem(ctx, in); err != nil {
+		return unavailable(err, "put friends of "+player)
+	}
+	return nil
+}
+
+// Friends returns the player's friend list (nil when none was synced).
+func (s *Players) Friends(ctx context.Context, player string) ([]string, error) {
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            aws.String(s.Table),
+		Key:                  s.key(player),
+		ProjectionExpression: aws.String("friend_ids"),
+		ConsistentRead:       aws.Bool(true),
+	})
+	if err != nil {
+		return nil, unavailable(err, "read friends of "+player)
+	}
+	var it playerItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return nil, fmt.Errorf("decode friends of %s: %w", player, err)
+	}
+	return it.FriendIDs, nil
+}

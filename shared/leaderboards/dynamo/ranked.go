@@ -1,0 +1,291 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Get returns the scores of the given players in the period, in the order
+// asked, without the ones that have none. Reads are strongly consistent so
+// a player ranked among friends sees their own latest score.
+func (s *Scores) Get(ctx context.Context, board, period string, players []string) ([]leaderboards.Score, error) {
+	var keys []map[string]types.AttributeValue
+	seen := map[string]bool{}
+	for _, p := range players {
+		if !seen[p] && !strings.HasPrefix(p, "#") {
+			seen[p] = true
+			keys = append(keys, s.key(board, period, p))
+		}
+	}
+	raw, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true)
+	if err != nil {
+		return nil, unavailable(err, fmt.Sprintf("read scores %s/%s", board, period))
+	}
+	found := make(map[string]leaderboards.Score, len(raw))
+	for _, r := range raw {
+		var it scoreItem
+		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
+			return nil, fmt.Errorf("decode score %s/%s: %w", board, period, err)
+		}
+		found[it.PlayerID] = it.score()
+	}
+	out := make([]leaderboards.Score, 0, len(found))
+	for _, p := range players {
+		if sc, ok := found[p]; ok {
+			out = append(out, sc)
+			delete(found, p)
+		}
+	}
+	return out, nil
+}
+
+// Members is the number of players with a score in the period.
+func (s *Scores) Members(ctx context.Context, board, period string) (int64, error) {
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table), Key: s.key(board, period, MetaID), ProjectionExpression: aws.String("members"),
+	})
+	if err != nil {
+		return 0, unavailable(err, fmt.Sprintf("count members %s/%s", board, period))
+	}
+	var meta struct {
+		Members int64 `dynamodbav:"members"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &meta); err != nil {
+		return 0, fmt.Errorf("decode members %s/%s: %w", board, period, err)
+	}
+	return meta.Members, nil
+}
+
+// Scan calls fn with every score of the period, a page at a time, with
+// strongly consistent reads (a rebuild must not miss a write it raced).
+func (s *Scores) Scan(ctx context.Context, board, period string, fn func([]leaderboards.Score) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(PeriodKey(board, period))},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return unavailable(err, fmt.Sprintf("scan scores %s/%s", board, period))
+		}
+		page := make([]leaderboards.Score, 0, len(out.Items))
+		for _, r := range out.Items {
+			var it scoreItem
+			if err := attributevalue.UnmarshalMap(r, &it); err != nil {
+				return fmt.Errorf("decode score %s/%s: %w", board, period, err)
+			}
+			if it.PlayerID != MetaID {
+				page = append(page, it.score())
+			}
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// Top returns the best n of the period from the by_score index: the first n
+// keys of every shard hold the first n of the board.
+func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, error) {
+	if n <= 0 {
+		return []leaderboards.Entry{}, nil
+	}
+	keys, err := s.nearest(ctx, d.ID, period, "", true, n)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := decodeKeys(d.Order, keys)
+	if err != nil {
+		return nil, err
+	}
+	leaderboards.Rank(d.Order, d.TieBreak, entries, 0, 0)
+	return entries, nil
+}
+
+// Around returns the player's entry and up to k entries on each side. The
+// rank is one more than the number of keys before the player's; under
+// Shared the window's first entry is ranked by the number of strictly
+// better scores, counted the same way against its score's key prefix.
+func (s *Scores) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Entry, []leaderboards.Entry, error) {
+	cur, err := s.read(ctx, d.ID, period, player)
+	if err != nil {
+		return leaderboards.Entry{}, nil, err
+	}
+	if cur == nil {
+		return leaderboards.Entry{}, nil, leaderboards.ErrNotRanked
+	}
+	key := RankKey(d.Order, cur.Score, cur.ReachedAt, player)
+	own := scorePart(d.Order, cur.Score)
+	var ahead, betterThanOwn int64
+	var before, after []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { ahead, err = s.countBefore(gctx, d.ID, period, key); return })
+	if d.TieBreak == leaderboards.Shared {
+		g.Go(func() (err error) { betterThanOwn, err = s.countBefore(gctx, d.ID, period, own); return })
+	}
+	if k > 0 {
+		g.Go(func() (err error) { before, err = s.nearest(gctx, d.ID, period, key, false, k); return })
+		g.Go(func() (err error) { after, err = s.nearest(gctx, d.ID, period, key, true, k); return })
+	}
+	if err := g.Wait(); err != nil {
+		return leaderboards.Entry{}, nil, err
+	}
+	// The index trails the table a little: drop a stale key of the player,
+	// whose current score comes from the table.
+	keys := make([]string, 0, len(before)+1+len(after))
+	for _, group := range [][]string{before, {key}, after} {
+		for _, kk := range group {
+			if kk == key || !strings.HasSuffix(kk, "#"+player) {
+				keys = append(keys, kk)
+			}
+		}
+	}
+	window, err := decodeKeys(d.Order, keys)
+	if err != nil {
+		return leaderboards.Entry{}, nil, err
+	}
+	first := slices.Index(keys, key)
+	offset := int(ahead) - first
+	better := betterThanOwn
+	if d.TieBreak == leaderboards.Shared && window[0].Score != cur.Score {
+		if better, err = s.countBefore(ctx, d.ID, period, scorePart(d.Order, window[0].Score)); err != nil {
+			return leaderboards.Entry{}, nil, err
+		}
+	}
+	leaderboards.Rank(d.Order, d.TieBreak, window, offset, int(better))
+	for _, e := range window {
+		if e.PlayerID == player {
+			return e, window, nil
+		}
+	}
+	return leaderboards.Entry{}, nil, fmt.Errorf("rank %s/%s/%s: the player fell out of their own window", d.ID, period, player)
+}
+
+func decodeKeys(o leaderboards.Order, keys []string) ([]leaderboards.Entry, error) {
+	entries := make([]leaderboards.Entry, 0, len(keys))
+	for _, k := range keys {
+		e, err := entryOfKey(o, k)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// eachShard runs fn for every shard of the period's index concurrently.
+func eachShard(ctx context.Context, fn func(ctx context.Context, shard int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for shard := range RankShards {
+		g.Go(func() error { return fn(gctx, shard) })
+	}
+	return g.Wait()
+}
+
+// countBefore counts the keys of the period that sort before bound.
+func (s *Scores) countBefore(ctx context.Context, board, period, bound string) (int64, error) {
+	var counts [RankShards]int64
+	err := eachShard(ctx, func(ctx context.Context, shard int) error {
+		in := s.indexQuery(board, period, shard, "rank_sk < :bound", bound)
+		in.Select = types.SelectCount
+		for {
+			out, err := s.DB.Query(ctx, in)
+			if err != nil {
+				return unavailable(err, fmt.Sprintf("count ranks %s/%s", board, period))
+			}
+			counts[shard] += int64(out.Count)
+			if len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	})
+	var total int64
+	for _, c := range counts {
+		total += c
+	}
+	return total, err
+}
+
+// nearest returns, in rank order, the n keys closest to from on one side:
+// after it (forward; from "" means from the top) or before it.
+func (s *Scores) nearest(ctx context.Context, board, period, from string, forward bool, n int) ([]string, error) {
+	var found [RankShards][]string
+	err := eachShard(ctx, func(ctx context.Context, shard int) error {
+		cond := "rank_sk > :bound"
+		if !forward {
+			cond = "rank_sk < :bound"
+		}
+		in := s.indexQuery(board, period, shard, cond, from)
+		in.ScanIndexForward = aws.Bool(forward)
+		for len(found[shard]) < n {
+			in.Limit = aws.Int32(int32(n - len(found[shard])))
+			out, err := s.DB.Query(ctx, in)
+			if err != nil {
+				return unavailable(err, fmt.Sprintf("read ranks %s/%s", board, period))
+			}
+			for _, item := range out.Items {
+				if v, ok := item[schema.AttrRankSK].(*types.AttributeValueMemberS); ok {
+					found[shard] = append(found[shard], v.Value)
+				}
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, f := range found {
+		keys = append(keys, f...)
+	}
+	slices.Sort(keys)
+	if len(keys) > n {
+		if forward {
+			keys = keys[:n]
+		} else {
+			keys = keys[len(keys)-n:]
+		}
+	}
+	return keys, nil
+}
+
+// indexQuery is a query of one by_score shard with a condition on rank_sk
+// against :bound (none when bound is empty).
+func (s *Scores) indexQuery(board, period string, shard int, cond, bound string) *dynamodb.QueryInput {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		IndexName:                 aws.String(schema.IndexScoresByScore),
+		KeyConditionExpression:    aws.String("rank_pk = :part"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":part": ddb.S(RankPartition(board, period, shard))},
+	}
+	if bound != "" {
+		*in.KeyConditionExpression += " AND " + cond
+		in.ExpressionAttributeValues[":bound"] = ddb.S(bound)
+	}
+	return in
+}

@@ -1,0 +1,288 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// EventRetention is how long a match id is remembered: a retry of a match
+// older than this would apply again.
+const EventRetention = 90 * 24 * time.Hour
+
+// submitAttempts bounds the optimistic retries of one submission; only a
+// player whose score is changed this many times concurrently runs out.
+const submitAttempts = 25
+
+// Scores stores scores in the Scores table and the matches that made them
+// in ScoreEvents.
+type Scores struct {
+	DB     DB
+	Table  string // Scores
+	Events string // ScoreEvents
+	// Clock stamps recorded_at and updated_at; nil means the wall clock.
+	Clock clock.Clock
+}
+
+var _ leaderboards.Scores = (*Scores)(nil)
+
+// scoreItem is a Scores item. rank_pk and rank_sk place it in by_score.
+type scoreItem struct {
+	PK          string `dynamodbav:"pk"`
+	PlayerID    string `dynamodbav:"player_id"`
+	Score       int64  `dynamodbav:"score"`
+	ReachedAt   int64  `dynamodbav:"reached_at"`
+	Ver         int64  `dynamodbav:"ver"`
+	LastMatchID string `dynamodbav:"last_match_id"`
+	UpdatedAt   string `dynamodbav:"updated_at"`
+	Board       string `dynamodbav:"board"`
+	Period      string `dynamodbav:"period"`
+	RankPK      string `dynamodbav:"rank_pk"`
+	RankSK      string `dynamodbav:"rank_sk"`
+}
+
+func (it scoreItem) score() leaderboards.Score {
+	return leaderboards.Score{
+		Board: it.Board, Period: it.Period, PlayerID: it.PlayerID, Score: it.Score,
+		ReachedAt: time.UnixMilli(it.ReachedAt).UTC(), Version: it.Ver,
+		LastMatchID: it.LastMatchID, UpdatedAt: parseTime(it.UpdatedAt),
+	}
+}
+
+func itemOf(o leaderboards.Order, s leaderboards.Score) scoreItem {
+	return scoreItem{
+		PK: PeriodKey(s.Board, s.Period), PlayerID: s.PlayerID, Score: s.Score, ReachedAt: s.ReachedAt.UnixMilli(),
+		Ver: s.Version, LastMatchID: s.LastMatchID, UpdatedAt: formatTime(s.UpdatedAt), Board: s.Board, Period: s.Period,
+		RankPK: RankPartition(s.Board, s.Period, ShardOf(s.PlayerID)),
+		RankSK: RankKey(o, s.Score, s.ReachedAt, s.PlayerID),
+	}
+}
+
+// eventItem is a ScoreEvents item: one accepted submission.
+type eventItem struct {
+	PK           string `dynamodbav:"pk"`
+	MatchID      string `dynamodbav:"match_id"`
+	Board        string `dynamodbav:"board"`
+	PlayerID     string `dynamodbav:"player_id"`
+	Period       string `dynamodbav:"period"`
+	Score        int64  `dynamodbav:"score"`
+	OccurredAt   string `dynamodbav:"occurred_at"`
+	RecordedAt   string `dynamodbav:"recorded_at"`
+	AppliedScore *int64 `dynamodbav:"applied_score,omitempty"`
+	ExpiresAt    int64  `dynamodbav:"expires_at"`
+}
+
+func (s *Scores) key(board, period, player string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(PeriodKey(board, period)), schema.AttrPlayerID: ddb.S(player)}
+}
+
+// read returns the player's score in the period, nil if none.
+func (s *Scores) read(ctx context.Context, board, period, player string) (*leaderboards.Score, error) {
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table), Key: s.key(board, period, player), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, unavailable(err, fmt.Sprintf("read score %s/%s/%s", board, period, player))
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	var it scoreItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return nil, fmt.Errorf("decode score %s/%s/%s: %w", board, period, player, err)
+	}
+	sc := it.score()
+	return &sc, nil
+}
+
+// Submit records match m for d's period and applies update to the player's
+// score in one transaction: the match event (new match ids only), the score
+// guarded by the version update saw, and, for a player's first score, the
+// period's member count. A lost race re-reads and tries again.
+func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period string, m leaderboards.Match, update leaderboards.Update) (leaderboards.Submitted, error) {
+	if m.PlayerID == "" || strings.HasPrefix(m.PlayerID, "#") {
+		return leaderboards.Submitted{}, errs.Field("player_id", "must not be empty or start with '#'")
+	}
+	if m.MatchID == "" {
+		return leaderboards.Submitted{}, errs.Field("match_id", "is required")
+	}
+	what := fmt.Sprintf("submit score %s/%s/%s match %s", d.ID, period, m.PlayerID, m.MatchID)
+	for attempt := 0; attempt < submitAttempts; attempt++ {
+		if err := pause(ctx, attempt); err != nil {
+			return leaderboards.Submitted{}, fmt.Errorf("%s: %w", what, err)
+		}
+		cur, err := s.read(ctx, d.ID, period, m.PlayerID)
+		if err != nil {
+			return leaderboards.Submitted{}, err
+		}
+		next, changed, err := update(cur)
+		if err != nil {
+			return leaderboards.Submitted{}, err
+		}
+		at := now(s.Clock).Truncate(time.Millisecond)
+		after := leaderboards.Score{Board: d.ID, Period: period, PlayerID: m.PlayerID}
+		if cur != nil {
+			after = *cur
+		}
+		if changed {
+			after = leaderboards.Score{
+				Board: d.ID, Period: period, PlayerID: m.PlayerID, Score: next.Score,
+				ReachedAt: next.ReachedAt.UTC().Truncate(time.Millisecond), Version: 1,
+				LastMatchID: m.MatchID, UpdatedAt: at,
+			}
+			if cur != nil {
+				after.Version = cur.Version + 1
+			}
+			if err := checkRankable(after.Score, after.ReachedAt); err != nil {
+				return leaderboards.Submitted{}, errs.Wrap(errs.Invalid, err, "the score cannot be recorded: "+err.Error())
+			}
+		}
+		items, err := s.transaction(d, period, m, cur, after, changed, at)
+		if err != nil {
+			return leaderboards.Submitted{}, err
+		}
+		_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return leaderboards.Submitted{Applied: true, Changed: changed, Previous: cur, Current: after}, nil
+		}
+		repeated, raced := cancelled(err)
+		switch {
+		case repeated != nil:
+			return s.alreadySubmitted(ctx, d.ID, period, m.PlayerID, repeated)
+		case raced:
+			continue
+		default:
+			return leaderboards.Submitted{}, unavailable(err, what)
+		}
+	}
+	return leaderboards.Submitted{}, errs.New(errs.Conflict, "the score of %s is changing too fast; retry", m.PlayerID)
+}
+
+// transaction builds the items of one submission attempt: [0] the event,
+// [1] the score (a write when changed, else a check that it is still the
+// score update decided on), [2] the member count for a first score.
+func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderboards.Match, cur *leaderboards.Score, after leaderboards.Score, changed bool, at time.Time) ([]types.TransactWriteItem, error) {
+	ev := eventItem{
+		PK: EventKey(d.ID, m.PlayerID), MatchID: m.MatchID, Board: d.ID, PlayerID: m.PlayerID, Period: period,
+		Score: m.Score, OccurredAt: formatTime(m.OccurredAt.Truncate(time.Millisecond)), RecordedAt: formatTime(at),
+		ExpiresAt: at.Add(EventRetention).Unix(),
+	}
+	if changed || cur != nil {
+		ev.AppliedScore = &after.Score
+	}
+	evAV, err := attributevalue.MarshalMap(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode score event %s: %w", m.MatchID, err)
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(s.Events), Item: evAV,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}}
+
+	// The score item is guarded either way: "unchanged" is a decision about
+	// the version update saw, and the event records the score that follows.
+	cond, vals := "attribute_not_exists(pk)", map[string]types.AttributeValue(nil)
+	if cur != nil {
+		cond, vals = "ver = :seen", map[string]types.AttributeValue{":seen": ddb.N(cur.Version)}
+	}
+	if !changed {
+		return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(s.Table), Key: s.key(d.ID, period, m.PlayerID),
+			ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals,
+		}}), nil
+	}
+	scAV, err := attributevalue.MarshalMap(itemOf(d.Order, after))
+	if err != nil {
+		return nil, fmt.Errorf("encode score %s/%s/%s: %w", d.ID, period, m.PlayerID, err)
+	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.Table), Item: scAV,
+		ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals,
+	}})
+	if cur == nil {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.Table), Key: s.key(d.ID, period, MetaID),
+			UpdateExpression:          aws.String("ADD members :one"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": ddb.N(1)},
+		}})
+	}
+	return items, nil
+}
+
+// cancelled reads why a submission's transaction did not commit: repeated
+// holds the stored event when the match id was already recorded; raced is
+// true when the attempt lost to a concurrent write and may be retried.
+func cancelled(err error) (repeated map[string]types.AttributeValue, raced bool) {
+	var conflict *types.TransactionConflictException
+	if errors.As(err, &conflict) {
+		return nil, true
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, false
+	}
+	for i, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			if i == 0 {
+				if r.Item == nil {
+					r.Item = map[string]types.AttributeValue{}
+				}
+				return r.Item, false
+			}
+			raced = true
+		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+			raced = true
+		}
+	}
+	return nil, raced
+}
+
+// alreadySubmitted answers a repeated match id with the player's current
+// score in the period the match was first recorded in, which may be an
+// earlier one than the retry's.
+func (s *Scores) alreadySubmitted(ctx context.Context, board, period, player string, stored map[string]types.AttributeValue) (leaderboards.Submitted, error) {
+	var ev eventItem
+	if err := attributevalue.UnmarshalMap(stored, &ev); err == nil && ev.Period != "" {
+		period = ev.Period
+	}
+	cur, err := s.read(ctx, board, period, player)
+	if err != nil {
+		return leaderboards.Submitted{}, err
+	}
+	if cur == nil {
+		return leaderboards.Submitted{Current: leaderboards.Score{Board: board, Period: period, PlayerID: player}}, nil
+	}
+	prev := *cur
+	return leaderboards.Submitted{Current: *cur, Previous: &prev}, nil
+}
+
+// pause spaces out retries with a small jittered backoff, so racing
+// submissions for one player do not collide again in lockstep.
+func pause(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	ceiling := time.Duration(min(attempt, 8)) * 4 * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(ceiling/2 + rand.N(ceiling/2+1)):
+		return nil
+	}
+}
