@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -92,6 +94,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 		return nil, err
 	}
 	d.DB = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		// Redis-less leaderboard reads query every index shard at once;
+		// keep enough idle connections that they are reused, not redialled.
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = 64
+		})
 		if cfg.DynamoDBEndpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint)
 		}
@@ -190,5 +197,6 @@ func (d *Deps) bind() {
 		d.http = map[string]api.Endpoint{}
 		d.handlers = map[string]streams.BatchFunc{}
 		bindReactions(d)
+		bindLeaderboards(d)
 	})
 }

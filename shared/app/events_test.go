@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -100,5 +101,53 @@ func TestCounterProcessorSampleBatchCountsOnce(t *testing.T) {
 		if fav.N != 1 || like.N != 1 {
 			t.Fatalf("delivery %d: favorites %d likes %d, want 1 and 1", delivery, fav.N, like.N)
 		}
+	}
+}
+
+// The leaderboard processor's sample batch lands in Redis once, whatever is
+// redelivered: the board reads the newest version of each score.
+func TestLeaderboardProcessorSampleBatch(t *testing.T) {
+	d := newDeps(t)
+	ctx := context.Background()
+	var define events.APIGatewayV2HTTPRequest
+	readEvent(t, routes.PutLeaderboard.Function, &define)
+	if resp, err := d.HTTP(routes.PutLeaderboard)(ctx, define); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("define the sample board: %d %v", resp.StatusCode, err)
+	}
+	var ev events.DynamoDBEvent
+	readEvent(t, routes.LeaderboardProcessor.Function, &ev)
+	handler := d.Stream(routes.LeaderboardProcessor)
+	top := func() string {
+		var read events.APIGatewayV2HTTPRequest
+		readEvent(t, routes.LeaderboardTop.Function, &read)
+		read.QueryStringParameters["period"] = "2026-11"
+		resp, err := d.HTTP(routes.LeaderboardTop)(ctx, read)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("top: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
+		var body struct {
+			Entries []struct {
+				PlayerID string `json:"player_id"`
+				Score    int64  `json:"score"`
+			} `json:"entries"`
+		}
+		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(body.Entries)
+	}
+	// A first tick builds the (empty) Redis boards from DynamoDB and marks
+	// them trusted, as the schedule does after a deploy.
+	if _, err := handler(ctx, events.DynamoDBEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, batch := range []events.DynamoDBEvent{ev, {Records: ev.Records[2:]}, {Records: ev.Records[:1]}} {
+		resp, err := handler(ctx, batch)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", i+1, resp, err)
+		}
+	}
+	if got := top(); got != "[{alice 2} {bob 1}]" {
+		t.Fatalf("board after redelivery and an older record: %s", got)
 	}
 }

@@ -98,6 +98,11 @@ func Apply(d Definition, current *Score, m Match) (Score, bool, error) {
 			// Adding nothing does not move the time the score was reached.
 			return cur, false, nil
 		}
+		if m.OccurredAt.Before(cur.ReachedAt) {
+			// A late-arriving older match adds its points but cannot make
+			// the total look reached earlier than it was.
+			next.ReachedAt = cur.ReachedAt
+		}
 	default:
 		return cur, false, fmt.Errorf("leaderboards: unknown policy %q", d.Policy)
 	}

@@ -81,6 +81,7 @@ func TestApplyFollowsThePolicy(t *testing.T) {
 		{"best asc: higher keeps", Definition{Policy: Best, Order: Asc}, Match{Score: 120, OccurredAt: later}, 100, false, t0},
 		{"increment adds", Definition{Policy: Increment, Order: Desc}, Match{Score: 1, OccurredAt: later}, 101, true, later},
 		{"increment by zero changes nothing", Definition{Policy: Increment, Order: Desc}, Match{Score: 0, OccurredAt: later}, 100, false, t0},
+		{"increment keeps the later reached time", Definition{Policy: Increment, Order: Desc}, Match{Score: 1, OccurredAt: earlier}, 101, true, t0},
 		{"latest replaces", Definition{Policy: Latest, Order: Desc}, Match{Score: 5, OccurredAt: later}, 5, true, later},
 		{"latest ignores an older match", Definition{Policy: Latest, Order: Desc}, Match{Score: 5, OccurredAt: earlier}, 100, false, t0},
 	}

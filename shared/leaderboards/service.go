@@ -150,6 +150,10 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		return Result{}, err
 	}
 	res := Result{Submitted: sub, Period: period}
+	if sub.Current.Period != "" {
+		// A retried match reports the period it was applied in.
+		res.Period = sub.Current.Period
+	}
 	trusted := s.Cache.Trusted(ctx) == nil
 	if sub.Applied && sub.Changed {
 		rank, _, err := s.Cache.Upsert(ctx, d, sub.Current)
@@ -161,7 +165,7 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		return res, nil
 	}
 	if trusted {
-		if self, _, _, err := s.Cache.Around(ctx, d, period, m.PlayerID, 0); err == nil {
+		if self, _, _, err := s.Cache.Around(ctx, d, res.Period, m.PlayerID, 0); err == nil {
 			res.Rank = &self.Rank
 		}
 	}

@@ -9,15 +9,20 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
-// ScoreFromRecord reads a player's new score from a Scores stream record.
-// ok is false for records that set no score: the period's member count and
-// deletions (a deleted score has no new image).
+// ScoreFromRecord reads a score change from a Scores stream record. ok is
+// false for records that change no player's score (the period's member
+// count). A deleted score (erasure) comes back Removed, one version past
+// its last, so the board drops it and no older record brings it back.
 func ScoreFromRecord(rec events.DynamoDBEventRecord) (leaderboards.Score, bool, error) {
-	if rec.Change.NewImage == nil {
+	image, removed := rec.Change.NewImage, false
+	if image == nil {
+		image, removed = rec.Change.OldImage, true
+	}
+	if image == nil {
 		return leaderboards.Score{}, false, nil
 	}
 	var it scoreItem
-	if err := streams.Unmarshal(rec.Change.NewImage, &it); err != nil {
+	if err := streams.Unmarshal(image, &it); err != nil {
 		return leaderboards.Score{}, false, fmt.Errorf("decode score record %s: %w", rec.Change.SequenceNumber, err)
 	}
 	if it.PlayerID == MetaID {
@@ -26,5 +31,10 @@ func ScoreFromRecord(rec events.DynamoDBEventRecord) (leaderboards.Score, bool, 
 	if it.Board == "" || it.Period == "" || it.PlayerID == "" || it.Ver == 0 {
 		return leaderboards.Score{}, false, fmt.Errorf("record %s is not a score", rec.Change.SequenceNumber)
 	}
-	return it.score(), true, nil
+	s := it.score()
+	if removed {
+		s.Version++
+		s.Removed = true
+	}
+	return s, true, nil
 }
