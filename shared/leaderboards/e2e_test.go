@@ -1,0 +1,404 @@
+package leaderboards_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func startStack(t *testing.T, redisURL string) (*stack.Stack, *apitest.Client) {
+	t.Helper()
+	s := testenv.Stack(t, stack.Options{RedisURL: redisURL})
+	return s, apitest.New(t, s)
+}
+
+// board is a leaderboard as the model knows it.
+type board struct {
+	ID       string `json:"-"`
+	Title    string `json:"title"`
+	Policy   string `json:"policy"`
+	Order    string `json:"order"`
+	Reset    string `json:"reset"`
+	TieBreak string `json:"tie_break"`
+	MaxN     int    `json:"max_n"`
+	Timezone string `json:"timezone"`
+}
+
+func define(t testing.TB, c *apitest.Client, b board) {
+	t.Helper()
+	r := c.Service("PUT", "/v1/leaderboards/"+b.ID, b)
+	if r.Status != 201 && r.Status != 200 {
+		t.Fatalf("define %s: %d %s", b.ID, r.Status, r.Body)
+	}
+}
+
+// held is a player's score in the model.
+type held struct {
+	score   int64
+	reached int64 // Unix ms
+}
+
+// model is a plain in-memory leaderboard: the rules written out again,
+// independently of the code under test.
+type model struct {
+	b       board
+	scores  map[string]held
+	matches map[string]bool
+}
+
+func newModel(b board) *model {
+	return &model{b: b, scores: map[string]held{}, matches: map[string]bool{}}
+}
+
+// submit applies a match; it reports whether the match id was new.
+func (m *model) submit(player, match string, score int64, at time.Time) bool {
+	if m.matches[player+"/"+match] {
+		return false
+	}
+	m.matches[player+"/"+match] = true
+	ms := at.UnixMilli()
+	cur, ok := m.scores[player]
+	switch {
+	case !ok:
+		m.scores[player] = held{score, ms}
+	case m.b.Policy == "best":
+		if (m.b.Order == "desc" && score > cur.score) || (m.b.Order == "asc" && score < cur.score) {
+			m.scores[player] = held{score, ms}
+		}
+	case m.b.Policy == "increment":
+		if score != 0 {
+			m.scores[player] = held{cur.score + score, max(cur.reached, ms)}
+		}
+	case m.b.Policy == "latest":
+		if ms >= cur.reached {
+			m.scores[player] = held{score, ms}
+		}
+	}
+	return true
+}
+
+type ranked struct {
+	Rank     int    `json:"rank"`
+	PlayerID string `json:"player_id"`
+	Score    int64  `json:"score"`
+}
+
+// standings sorts players by score (per the board's order), then the
+// earlier time reached, then id, and numbers them per the tie-break.
+func standings(b board, scores map[string]held, among []string) []ranked {
+	type row struct {
+		id string
+		held
+	}
+	var rows []row
+	for id, h := range scores {
+		rows = append(rows, row{id, h})
+	}
+	if among != nil {
+		rows = rows[:0]
+		for _, id := range among {
+			if h, ok := scores[id]; ok {
+				rows = append(rows, row{id, h})
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, c := rows[i], rows[j]
+		if a.score != c.score {
+			if b.Order == "asc" {
+				return a.score < c.score
+			}
+			return a.score > c.score
+		}
+		if a.reached != c.reached {
+			return a.reached < c.reached
+		}
+		return a.id < c.id
+	})
+	out := make([]ranked, len(rows))
+	for i, r := range rows {
+		out[i] = ranked{Rank: i + 1, PlayerID: r.id, Score: r.score}
+		if b.TieBreak == "shared" && i > 0 && r.score == rows[i-1].score {
+			out[i].Rank = out[i-1].Rank
+		}
+	}
+	return out
+}
+
+func window(rows []ranked, player string, k int) (ranked, []ranked, bool) {
+	for i, r := range rows {
+		if r.PlayerID == player {
+			return r, rows[max(0, i-k):min(len(rows), i+k+1)], true
+		}
+	}
+	return ranked{}, nil, false
+}
+
+func percentile(rank int, total int) float64 {
+	return math.Round(float64(total-rank)/float64(total)*10000) / 100
+}
+
+// check compares every read of every board with the model; degraded says
+// whether the reads must come from DynamoDB (Redis down) or from Redis.
+// sample bounds how many players' ranks are checked per board (0 = all).
+func check(t *testing.T, c *apitest.Client, models []*model, friends map[string][]string, degraded bool, sample int) {
+	t.Helper()
+	for _, m := range models {
+		want := standings(m.b, m.scores, nil)
+		var top struct {
+			Entries  []ranked `json:"entries"`
+			Total    int      `json:"total"`
+			Degraded bool     `json:"degraded"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/top?n=1000", nil).Expect(t, 200).JSON(t, &top)
+		if top.Degraded != degraded {
+			t.Fatalf("%s top: degraded=%v, want %v", m.b.ID, top.Degraded, degraded)
+		}
+		if fmt.Sprint(top.Entries) != fmt.Sprint(want) || top.Total != len(want) {
+			t.Fatalf("%s top differs from the brute-force sort:\n got %v (total %d)\nwant %v", m.b.ID, top.Entries, top.Total, want)
+		}
+		players := make([]string, 0, len(want))
+		for _, r := range want {
+			players = append(players, r.PlayerID)
+		}
+		if sample > 0 && len(players) > sample {
+			rng := rand.New(rand.NewSource(int64(len(players))))
+			rng.Shuffle(len(players), func(i, j int) { players[i], players[j] = players[j], players[i] })
+			players = players[:sample]
+		}
+		for _, p := range players {
+			self, win, _ := window(want, p, 4)
+			var got struct {
+				Score      int64    `json:"score"`
+				Rank       int      `json:"rank"`
+				Percentile float64  `json:"percentile"`
+				Total      int      `json:"total"`
+				Neighbors  []ranked `json:"neighbors"`
+				Degraded   bool     `json:"degraded"`
+			}
+			c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/players/"+p+"/rank?k=4", nil).Expect(t, 200).JSON(t, &got)
+			if got.Rank != self.Rank || got.Score != self.Score || got.Total != len(want) ||
+				got.Percentile != percentile(self.Rank, len(want)) || fmt.Sprint(got.Neighbors) != fmt.Sprint(win) || got.Degraded != degraded {
+				t.Fatalf("%s rank of %s: got %+v\nwant rank %d score %d total %d percentile %v neighbours %v degraded %v",
+					m.b.ID, p, got, self.Rank, self.Score, len(want), percentile(self.Rank, len(want)), win, degraded)
+			}
+		}
+		for p, fs := range friends {
+			among := standings(m.b, m.scores, append([]string{p}, fs...))
+			self, win, ok := window(among, p, 2)
+			r := c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/players/"+p+"/friends-rank?k=2", nil)
+			if !ok {
+				r.Expect(t, 404)
+				continue
+			}
+			var got struct {
+				Score        int64    `json:"score"`
+				FriendsRank  int      `json:"friends_rank"`
+				FriendsTotal int      `json:"friends_total"`
+				Neighbors    []ranked `json:"neighbors"`
+				Degraded     bool     `json:"degraded"`
+			}
+			r.Expect(t, 200).JSON(t, &got)
+			if got.FriendsRank != self.Rank || got.FriendsTotal != len(among) || fmt.Sprint(got.Neighbors) != fmt.Sprint(win) || got.Degraded != degraded {
+				t.Fatalf("%s friends rank of %s: got %+v, want rank %d of %d, neighbours %v", m.b.ID, p, got, self.Rank, len(among), win)
+			}
+		}
+	}
+}
+
+// Random submissions for 1,200 players over four boards that cover every
+// policy, order and tie-break — with repeated match ids, a reused match id
+// with another score, matches arriving out of order, and stream records
+// redelivered and delivered stale — leave every top, rank, neighbour
+// window, percentile and friends rank equal to a brute-force sort of what
+// was submitted: from Redis, from DynamoDB with Redis down, and from Redis
+// again once it has been rebuilt.
+func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
+	srv := testenv.Redis(t)
+	s, c := startStack(t, srv.URL())
+	s.Clock().Set(time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC))
+	boards := []board{
+		{ID: "best-desc-earliest", Policy: "best", Order: "desc", TieBreak: "earliest", Reset: "none"},
+		{ID: "increment-desc-shared", Policy: "increment", Order: "desc", TieBreak: "shared", Reset: "none"},
+		{ID: "latest-asc-earliest", Policy: "latest", Order: "asc", TieBreak: "earliest", Reset: "monthly"},
+		{ID: "best-asc-shared", Policy: "best", Order: "asc", TieBreak: "shared", Reset: "weekly"},
+	}
+	models := make([]*model, len(boards))
+	for i, b := range boards {
+		b.Title, b.MaxN, b.Timezone = "Board "+b.ID, 1000, "UTC"
+		define(t, c, b)
+		models[i] = newModel(b)
+	}
+	// Every player plays on one board, in order; players play at once.
+	const players = 1200
+	base := time.Date(2026, 11, 15, 6, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errc := make(chan error, players)
+	sem := make(chan struct{}, 24)
+	for p := 0; p < players; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rng := rand.New(rand.NewSource(int64(p)))
+			m := models[p%len(models)]
+			player := fmt.Sprintf("player-%04d", p)
+			for i, n := 0, 1+rng.Intn(4); i < n; i++ {
+				match := fmt.Sprintf("m%d", rng.Intn(4))
+				score := int64(rng.Intn(30))
+				if m.b.Policy == "increment" {
+					score = int64(rng.Intn(14) - 3)
+				}
+				at := base.Add(time.Duration(rng.Intn(80)) * time.Minute) // few distinct times: many equal ones
+				body := map[string]any{"player_id": player, "match_id": match, "score": score, "occurred_at": at.Format(time.RFC3339)}
+				r, err := c.Try(apitest.Call{Method: "POST", Path: "/v1/leaderboards/" + m.b.ID + "/scores", Body: body, Service: true})
+				if err != nil || r.Status != 200 {
+					errc <- fmt.Errorf("submit %v: %v %d %s", body, err, r.Status, r.Body)
+					return
+				}
+				mu.Lock()
+				isNew := m.submit(player, match, score, at)
+				mu.Unlock()
+				if got := strings.Contains(string(r.Body), `"applied":true`); got != isNew {
+					errc <- fmt.Errorf("%s %s match %s: applied=%v, the model says %v: %s", m.b.ID, player, match, got, isNew, r.Body)
+					return
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	redeliverStaleAndRepeatedRecords(t, s)
+
+	friends := map[string][]string{}
+	rng := rand.New(rand.NewSource(7))
+	for i := 0; i < 60; i++ {
+		p := fmt.Sprintf("player-%04d", rng.Intn(players))
+		var fs []string
+		for j := rng.Intn(12); j > 0; j-- {
+			fs = append(fs, fmt.Sprintf("player-%04d", rng.Intn(players+200))) // some never played
+		}
+		c.Service("PUT", "/v1/players/"+p+"/friends", map[string]any{"friend_ids": append([]string{}, fs...)}).Expect(t, 200)
+		friends[p] = dedupe(fs, p)
+	}
+
+	check(t, c, models, friends, false, 0)
+
+	srv.Stop()
+	check(t, c, models, friends, true, 60)
+
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted Redis is empty; the processor's tick rebuilds every
+	// board from DynamoDB, then reads leave the fallback.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var top struct {
+			Degraded bool `json:"degraded"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/"+boards[0].ID+"/top", nil).Expect(t, 200).JSON(t, &top)
+		if !top.Degraded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("boards still served from DynamoDB 20 s after Redis came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check(t, c, models, friends, false, 0)
+}
+
+func dedupe(ids []string, self string) []string {
+	seen := map[string]bool{self: true}
+	var out []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// redeliverStaleAndRepeatedRecords hands the leaderboard processor, as
+// Lambda might after retries and shard splits, every current score again
+// and an older version of each with a different value, shuffled.
+func redeliverStaleAndRepeatedRecords(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := s.DB().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(schema.Scores))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []events.DynamoDBEventRecord
+	for i, item := range out.Items {
+		var head struct {
+			PlayerID string `dynamodbav:"player_id"`
+			Ver      int64  `dynamodbav:"ver"`
+		}
+		if err := attributevalue.UnmarshalMap(item, &head); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(head.PlayerID, "#") {
+			continue
+		}
+		records = append(records, record(i*2, item))
+		if head.Ver > 1 {
+			stale := map[string]types.AttributeValue{}
+			for k, v := range item {
+				stale[k] = v
+			}
+			stale["ver"] = &types.AttributeValueMemberN{Value: fmt.Sprint(head.Ver - 1)}
+			stale["score"] = &types.AttributeValueMemberN{Value: "-999999"}
+			records = append(records, record(i*2+1, stale))
+		}
+	}
+	rand.New(rand.NewSource(3)).Shuffle(len(records), func(i, j int) { records[i], records[j] = records[j], records[i] })
+	handler := s.Deps().Stream(routes.LeaderboardProcessor)
+	for start := 0; start < len(records); start += 100 {
+		resp, err := handler(ctx, events.DynamoDBEvent{Records: records[start:min(start+100, len(records))]})
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("redelivery: %+v %v", resp, err)
+		}
+	}
+}
+
+func record(i int, item map[string]types.AttributeValue) events.DynamoDBEventRecord {
+	return events.DynamoDBEventRecord{
+		EventID: fmt.Sprintf("redelivered-%d", i), EventName: "MODIFY", EventSource: "aws:dynamodb",
+		Change: events.DynamoDBStreamRecord{
+			NewImage: streams.FromItem(item), SequenceNumber: fmt.Sprintf("9%020d", i), StreamViewType: "NEW_AND_OLD_IMAGES",
+		},
+	}
+}
