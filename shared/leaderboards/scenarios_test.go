@@ -1,0 +1,274 @@
+package leaderboards_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func submit(t testing.TB, c *apitest.Client, board, player, match string, score int64) map[string]any {
+	t.Helper()
+	return c.Service("POST", "/v1/leaderboards/"+board+"/scores", map[string]any{"player_id": player, "match_id": match, "score": score}).Expect(t, 200).Map(t)
+}
+
+// The seed: a player ranked 361 asks for 4 neighbours on each side and
+// gets ranks 357 to 365, in order.
+func TestRank361SeesRanks357To365(t *testing.T) {
+	_, c := startStack(t, "")
+	define(t, c, board{ID: "tournament", Title: "Monthly tournament", Policy: "increment", Order: "desc", Reset: "monthly", TieBreak: "earliest", MaxN: 10, Timezone: "UTC"})
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := 1; i <= 400; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			// Player p-NNN ends with 1000-N points: rank N.
+			submit(t, c, "tournament", fmt.Sprintf("p-%03d", i), "m1", int64(1000-i))
+		}(i)
+	}
+	wg.Wait()
+	var got struct {
+		Rank      int `json:"rank"`
+		Total     int `json:"total"`
+		Neighbors []struct {
+			Rank     int    `json:"rank"`
+			PlayerID string `json:"player_id"`
+		} `json:"neighbors"`
+	}
+	c.Player("p-361", "GET", "/v1/leaderboards/tournament/players/p-361/rank?k=4", nil).Expect(t, 200).JSON(t, &got)
+	var ranks []string
+	for _, n := range got.Neighbors {
+		ranks = append(ranks, fmt.Sprintf("%d:%s", n.Rank, n.PlayerID))
+	}
+	want := "357:p-357 358:p-358 359:p-359 360:p-360 361:p-361 362:p-362 363:p-363 364:p-364 365:p-365"
+	if got.Rank != 361 || got.Total != 400 || strings.Join(ranks, " ") != want {
+		t.Fatalf("rank %d of %d, neighbours %v", got.Rank, got.Total, ranks)
+	}
+	// Top 10 is clamped to the board's max_n, and a win (+1) moves a player up at once.
+	var top struct {
+		Entries []struct {
+			PlayerID string `json:"player_id"`
+		} `json:"entries"`
+	}
+	c.Player("p-361", "GET", "/v1/leaderboards/tournament/top?n=50", nil).Expect(t, 200).JSON(t, &top)
+	if len(top.Entries) != 10 || top.Entries[0].PlayerID != "p-001" {
+		t.Fatalf("top: %+v", top.Entries)
+	}
+	res := submit(t, c, "tournament", "p-365", "m2", 5) // 635 + 5 = 640: ahead of p-360 (640, reached earlier)? no: later, so behind it
+	if res["score"] != float64(640) || res["previous_score"] != float64(635) || res["rank"] != float64(361) {
+		t.Fatalf("submission answer %v, want score 640 from 635 at rank 361", res)
+	}
+}
+
+// A monthly board's November stays readable after the clock moves to
+// December, and December starts empty.
+func TestMonthlyBoardKeepsPastPeriodsReadable(t *testing.T) {
+	s, c := startStack(t, "")
+	s.Clock().Set(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
+	define(t, c, board{ID: "monthly", Title: "Monthly", Policy: "best", Order: "desc", Reset: "monthly", TieBreak: "earliest", MaxN: 100, Timezone: "Europe/Berlin"})
+	submit(t, c, "monthly", "ann", "n1", 50)
+	submit(t, c, "monthly", "bob", "n2", 70)
+	nov := c.Player("ann", "GET", "/v1/leaderboards/monthly/top", nil).Expect(t, 200).Map(t)
+	if nov["period"] != "2026-11" || nov["total"] != float64(2) {
+		t.Fatalf("November: %v", nov)
+	}
+	// 30 Nov 23:30 UTC is already December in Berlin.
+	s.Clock().Set(time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC))
+	dec := c.Player("ann", "GET", "/v1/leaderboards/monthly/top", nil).Expect(t, 200).Map(t)
+	if dec["period"] != "2026-12" || dec["total"] != float64(0) || len(dec["entries"].([]any)) != 0 {
+		t.Fatalf("December must start empty: %v", dec)
+	}
+	def := c.Player("ann", "GET", "/v1/leaderboards/monthly", nil).Expect(t, 200).Map(t)
+	if def["current_period"] != "2026-12" || def["total"] != float64(0) {
+		t.Fatalf("definition: %v", def)
+	}
+	past := c.Player("ann", "GET", "/v1/leaderboards/monthly/top?period=2026-11", nil).Expect(t, 200).Map(t)
+	entries := past["entries"].([]any)
+	if len(entries) != 2 || entries[0].(map[string]any)["player_id"] != "bob" {
+		t.Fatalf("November after the reset: %v", past)
+	}
+	rank := c.Player("ann", "GET", "/v1/leaderboards/monthly/players/ann/rank?period=2026-11", nil).Expect(t, 200).Map(t)
+	if rank["rank"] != float64(2) {
+		t.Fatalf("ann in November: %v", rank)
+	}
+	c.Player("ann", "GET", "/v1/leaderboards/monthly/players/ann/rank", nil).Expect(t, 404)
+	// A match that happened in November but arrives in December counts for November.
+	late := c.Service("POST", "/v1/leaderboards/monthly/scores", map[string]any{
+		"player_id": "cid", "match_id": "n3", "score": 90, "occurred_at": "2026-11-29T18:00:00Z"}).Expect(t, 200).Map(t)
+	if late["period"] != "2026-11" {
+		t.Fatalf("late match: %v", late)
+	}
+}
+
+// The same match id sent ten times at once applies once; concurrent
+// matches of one player end at the maximum under best and the sum under
+// increment.
+func TestConcurrentSubmissions(t *testing.T) {
+	_, c := startStack(t, "")
+	define(t, c, board{ID: "best", Title: "Best", Policy: "best", Order: "desc", Reset: "none", TieBreak: "earliest", MaxN: 10, Timezone: "UTC"})
+	define(t, c, board{ID: "inc", Title: "Inc", Policy: "increment", Order: "desc", Reset: "none", TieBreak: "earliest", MaxN: 10, Timezone: "UTC"})
+	run := func(n int, f func(i int)) {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) { defer wg.Done(); f(i) }(i)
+		}
+		wg.Wait()
+	}
+	var mu sync.Mutex
+	applied := 0
+	run(10, func(int) {
+		if submit(t, c, "inc", "dup", "same-match", 7)["applied"] == true {
+			mu.Lock()
+			applied++
+			mu.Unlock()
+		}
+	})
+	run(20, func(i int) { submit(t, c, "best", "solo", fmt.Sprintf("b%d", i), int64(i*3)) })
+	run(20, func(i int) { submit(t, c, "inc", "solo", fmt.Sprintf("i%d", i), int64(i)) })
+	score := func(b, p string) float64 {
+		return c.Player("x", "GET", "/v1/leaderboards/"+b+"/players/"+p+"/rank", nil).Expect(t, 200).Map(t)["score"].(float64)
+	}
+	if applied != 1 || score("inc", "dup") != 7 {
+		t.Fatalf("one match sent 10 times: applied %d times, score %v", applied, score("inc", "dup"))
+	}
+	if got := score("best", "solo"); got != 57 {
+		t.Fatalf("best of 0..57: %v", got)
+	}
+	if got := score("inc", "solo"); got != 190 {
+		t.Fatalf("sum of 0..19: %v", got)
+	}
+}
+
+// Definitions: immutable fields answer 409; a FROZEN board refuses scores
+// but still answers reads; an ARCHIVED one too.
+func TestDefinitionsAndStatus(t *testing.T) {
+	_, c := startStack(t, "")
+	b := board{ID: "season", Title: "Season 1", Policy: "best", Order: "desc", Reset: "weekly", TieBreak: "shared", MaxN: 50, Timezone: "America/New_York"}
+	if r := c.Service("PUT", "/v1/leaderboards/season", b); r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	b.Title = "Season One"
+	if r := c.Service("PUT", "/v1/leaderboards/season", b); r.Status != 200 || !strings.Contains(string(r.Body), "Season One") {
+		t.Fatalf("rename: %d %s", r.Status, r.Body)
+	}
+	for field, change := range map[string]func(*board){
+		"policy": func(b *board) { b.Policy = "latest" }, "order": func(b *board) { b.Order = "asc" },
+		"reset": func(b *board) { b.Reset = "daily" }, "tie_break": func(b *board) { b.TieBreak = "earliest" },
+		"timezone": func(b *board) { b.Timezone = "UTC" },
+	} {
+		changed := b
+		change(&changed)
+		r := c.Service("PUT", "/v1/leaderboards/season", changed)
+		if r.Status != 409 || !strings.Contains(string(r.Body), field) {
+			t.Errorf("changing %s: %d %s", field, r.Status, r.Body)
+		}
+	}
+	submit(t, c, "season", "p1", "m1", 10)
+	for _, status := range []string{"FROZEN", "ARCHIVED"} {
+		c.Service("PUT", "/v1/leaderboards/season", map[string]any{"title": "Season One", "policy": "best", "order": "desc", "reset": "weekly",
+			"tie_break": "shared", "max_n": 50, "timezone": "America/New_York", "status": status}).Expect(t, 200)
+		r := c.Service("POST", "/v1/leaderboards/season/scores", map[string]any{"player_id": "p2", "match_id": "m2", "score": 20})
+		if r.Status != 409 {
+			t.Fatalf("%s board took a score: %d %s", status, r.Status, r.Body)
+		}
+		c.Player("p1", "GET", "/v1/leaderboards/season/players/p1/rank", nil).Expect(t, 200)
+	}
+}
+
+// Bad input gets its 4xx as problem+json and writes nothing.
+func TestLeaderboardBadInputWritesNothing(t *testing.T) {
+	s, c := startStack(t, "")
+	define(t, c, board{ID: "ok", Title: "OK", Policy: "best", Order: "desc", Reset: "daily", TieBreak: "earliest", MaxN: 10, Timezone: "UTC"})
+	before := itemCounts(t, s)
+	tok, _, err := s.JWT().Mint(authorizer.TokenRequest{Subject: "mallory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	score := func(body string) apitest.Call {
+		return apitest.Call{Method: "POST", Path: "/v1/leaderboards/ok/scores", Body: body, Service: true}
+	}
+	def := func(body string) apitest.Call {
+		return apitest.Call{Method: "PUT", Path: "/v1/leaderboards/new-board", Body: body, Service: true}
+	}
+	read := func(path string) apitest.Call { return apitest.Call{Method: "GET", Path: path, As: "reader"} }
+	for name, tc := range map[string]struct {
+		call   apitest.Call
+		status int
+	}{
+		"unknown board: top":            {read("/v1/leaderboards/nope/top"), 404},
+		"unknown board: submit":         {score(`{"player_id":"p","match_id":"m","score":1}`), 0},
+		"player submitting":             {apitest.Call{Method: "POST", Path: "/v1/leaderboards/ok/scores", Body: `{"player_id":"p","match_id":"m","score":1}`, Token: tok}, 403},
+		"n = 0":                         {read("/v1/leaderboards/ok/top?n=0"), 400},
+		"n = 1001":                      {read("/v1/leaderboards/ok/top?n=1001"), 400},
+		"k = -1":                        {read("/v1/leaderboards/ok/players/p/rank?k=-1"), 400},
+		"k = 51":                        {read("/v1/leaderboards/ok/players/p/rank?k=51"), 400},
+		"k not a number":                {read("/v1/leaderboards/ok/players/p/friends-rank?k=two"), 400},
+		"score over 2^53":               {score(`{"player_id":"p","match_id":"m","score":9007199254740993}`), 400},
+		"score under -2^53":             {score(`{"player_id":"p","match_id":"m","score":-9007199254740993}`), 400},
+		"fractional score":              {score(`{"player_id":"p","match_id":"m","score":1.5}`), 400},
+		"score as a string":             {score(`{"player_id":"p","match_id":"m","score":"1"}`), 400},
+		"no match id":                   {score(`{"player_id":"p","score":1}`), 400},
+		"bad player id":                 {score(`{"player_id":"a b","match_id":"m","score":1}`), 400},
+		"future occurred_at":            {score(`{"player_id":"p","match_id":"m","score":1,"occurred_at":"2999-01-01T00:00:00Z"}`), 400},
+		"unknown field":                 {score(`{"player_id":"p","match_id":"m","score":1,"bonus":2}`), 400},
+		"malformed period":              {read("/v1/leaderboards/ok/top?period=2026-W47"), 400},
+		"impossible date":               {read("/v1/leaderboards/ok/top?period=2026-02-30"), 400},
+		"invalid time zone":             {def(`{"title":"T","timezone":"Mars/Olympus_Mons"}`), 400},
+		"unknown policy":                {def(`{"title":"T","policy":"sum"}`), 400},
+		"max_n over 1000":               {def(`{"title":"T","max_n":5000}`), 400},
+		"no title":                      {def(`{"policy":"best"}`), 400},
+		"friends not a list":            {apitest.Call{Method: "PUT", Path: "/v1/players/p/friends", Body: `{"friend_ids":"bob"}`, Service: true}, 400},
+		"friend id malformed":           {apitest.Call{Method: "PUT", Path: "/v1/players/p/friends", Body: `{"friend_ids":["ok","not ok"]}`, Service: true}, 400},
+		"profile without a name":        {apitest.Call{Method: "PUT", Path: "/v1/players/p/profile", Body: `{"region":"eu"}`, Service: true}, 400},
+		"profile with a bad avatar":     {apitest.Call{Method: "PUT", Path: "/v1/players/p/profile", Body: `{"display_name":"P","avatar_url":"ftp://x"}`, Service: true}, 400},
+		"player on a service route":     {apitest.Call{Method: "PUT", Path: "/v1/players/p/profile", Body: `{"display_name":"P"}`, As: "p"}, 403},
+		"unranked player":               {read("/v1/leaderboards/ok/players/nobody/rank"), 404},
+		"unranked player among friends": {read("/v1/leaderboards/ok/players/nobody/friends-rank"), 404},
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := tc.call
+			want := tc.status
+			if name == "unknown board: submit" {
+				call.Path = "/v1/leaderboards/nope/scores"
+				want = 404
+			}
+			r, err := c.Try(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != want || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("status %d (%s), want %d problem+json: %s", r.Status, r.Header.Get("Content-Type"), want, r.Body)
+			}
+		})
+	}
+	if after := itemCounts(t, s); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("bad requests wrote items: before %v, after %v", before, after)
+	}
+}
+
+func itemCounts(t *testing.T, s *stack.Stack) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, table := range schema.All {
+		page, err := s.DB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(table))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[table.Name] = len(page.Items)
+	}
+	return out
+}
