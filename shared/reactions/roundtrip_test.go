@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,22 +17,6 @@ import (
 	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
 )
-
-// roundTrips counts what reaches Redis: each command or pipeline is one
-// round trip.
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-
-func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
-}
 
 func playerEvent(r routes.Route, sub, path string, params, query map[string]string) events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{
@@ -54,7 +36,7 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	_, names, endpoint := testenv.DynamoDB(t)
 	srv := testenv.Redis(t)
-	trips := &roundTrips{}
+	trips := &testenv.RoundTrips{}
 	d, err := app.New(ctx, config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names, RedisURL: srv.URL(),
 		CursorKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error",
@@ -64,7 +46,7 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 	}
 	call := func(r routes.Route, ev events.APIGatewayV2HTTPRequest) (string, int64) {
 		t.Helper()
-		before := trips.n.Load()
+		before := trips.Count()
 		resp, err := d.HTTP(r)(ctx, ev)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s %v", r.Key(), resp.StatusCode, resp.Body, err)
@@ -72,7 +54,7 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 		if err := openapi.ValidateResponse(r.Method, r.Path, resp.StatusCode, resp.Headers["Content-Type"], []byte(resp.Body)); err != nil {
 			t.Fatal(err)
 		}
-		return resp.Body, trips.n.Load() - before
+		return resp.Body, trips.Count() - before
 	}
 	// The processor's tick builds the (empty) cache and marks it current.
 	if _, err := d.Stream(routes.CounterProcessor)(ctx, events.DynamoDBEvent{}); err != nil {
