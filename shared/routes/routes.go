@@ -198,10 +198,11 @@ var LeaderboardProcessor = Processor{
 		Writes: []schema.Table{schema.Counters},
 		Redis:  true,
 	},
-	// Submissions already write Redis; the stream makes it certain, so a
-	// short window keeps other readers' view close behind.
+	// Submissions already write Redis; the stream makes it certain, with
+	// no batching window so the repair is never held back. (Windows are
+	// whole seconds.)
 	BatchSize:    500,
-	BatchWindow:  200 * time.Millisecond,
+	BatchWindow:  0,
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Every declared function has a functions/<name>/main.go, every function
@@ -77,4 +78,20 @@ func startedDeclaration(t *testing.T, path string) string {
 		return true
 	})
 	return found
+}
+
+// Event source mappings take batching windows in whole seconds (at most
+// 300) and schedules take whole minutes.
+func TestProcessorSettingsAreDeployable(t *testing.T) {
+	for _, p := range Processors {
+		if p.BatchWindow%time.Second != 0 || p.BatchWindow > 300*time.Second {
+			t.Errorf("%s: batch window %v is not a whole number of seconds up to 300", p.Function, p.BatchWindow)
+		}
+		if p.Tick%time.Minute != 0 {
+			t.Errorf("%s: tick %v is not a whole number of minutes", p.Function, p.Tick)
+		}
+		if p.BatchSize < 1 || p.BatchSize > 10000 || p.MaxRetries < 0 || p.MaxRetries > 10000 || p.MaxRecordAge <= 0 {
+			t.Errorf("%s: batch size, retries or record age out of the event source mapping's range", p.Function)
+		}
+	}
 }
