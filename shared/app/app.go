@@ -198,5 +198,6 @@ func (d *Deps) bind() {
 		d.handlers = map[string]streams.BatchFunc{}
 		bindReactions(d)
 		bindLeaderboards(d)
+		bindStreaks(d)
 	})
 }

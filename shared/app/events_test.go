@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -24,12 +25,17 @@ import (
 
 func newDeps(t *testing.T) *app.Deps {
 	t.Helper()
+	return newDepsAt(t, clock.System{})
+}
+
+func newDepsAt(t *testing.T, clk clock.Clock) *app.Deps {
+	t.Helper()
 	_, names, endpoint := testenv.DynamoDB(t)
 	srv := testenv.Redis(t)
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names,
 		RedisURL: srv.URL(), CursorKey: "test",
-	}, app.Options{Clock: clock.System{}, LogOutput: io.Discard})
+	}, app.Options{Clock: clk, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +155,57 @@ func TestLeaderboardProcessorSampleBatch(t *testing.T) {
 	}
 	if got := top(); got != "[{alice 2} {bob 1}]" {
 		t.Fatalf("board after redelivery and an older record: %s", got)
+	}
+}
+
+// The streak processor's sample batch (alice's first two days, bob's first)
+// ranks the newest version of each streak, whatever is redelivered.
+func TestStreakProcessorSampleBatch(t *testing.T) {
+	d := newDepsAt(t, clock.Fixed(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)))
+	ctx := context.Background()
+	var ev events.DynamoDBEvent
+	readEvent(t, routes.StreakProcessor.Function, &ev)
+	handler := d.Stream(routes.StreakProcessor)
+	// The first tick builds the (empty) boards and marks Redis trusted.
+	if _, err := handler(ctx, events.DynamoDBEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, batch := range []events.DynamoDBEvent{ev, {Records: ev.Records[1:]}, {Records: ev.Records[:1]}} {
+		resp, err := handler(ctx, batch)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", i+1, resp, err)
+		}
+	}
+	top := func(region string) string {
+		var read events.APIGatewayV2HTTPRequest
+		readEvent(t, routes.StreaksTop.Function, &read)
+		read.QueryStringParameters = map[string]string{"n": "10"}
+		if region != "" {
+			read.QueryStringParameters["region"] = region
+		}
+		resp, err := d.HTTP(routes.StreaksTop)(ctx, read)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("top: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
+		var body struct {
+			Entries []struct {
+				UserID string `json:"user_id"`
+				Streak int64  `json:"current_streak"`
+			} `json:"entries"`
+			Degraded bool `json:"degraded"`
+		}
+		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Degraded {
+			t.Fatal("the board was served from DynamoDB, not from what the processor wrote")
+		}
+		return fmt.Sprint(body.Entries)
+	}
+	if got := top(""); got != "[{alice 2} {bob 1}]" {
+		t.Fatalf("global board after redelivery and an older record: %s", got)
+	}
+	if got := top("eu"); got != "[{alice 2}]" {
+		t.Fatalf("eu board: %s", got)
 	}
 }

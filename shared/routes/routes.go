@@ -188,6 +188,52 @@ var (
 	}
 )
 
+// Streaks and points.
+var (
+	RecordActivity = Route{
+		Method: "POST", Path: "/v1/activity", Function: "record-activity", Auth: Player,
+		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
+		Uses: Uses{
+			Reads:  []schema.Table{schema.Players},
+			Writes: []schema.Table{schema.Streaks, schema.Activity, schema.Counters},
+			Redis:  true,
+		},
+	}
+	GetStreak = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Auth: Player,
+		Summary: "A player's streak as they see it today, and their points balance",
+		Uses:    Uses{Reads: []schema.Table{schema.Streaks}, Writes: []schema.Table{schema.Counters}, Redis: true},
+	}
+	PointsHistory = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Auth: Player,
+		Summary: "The caller's points per day, newest first",
+		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Activity}},
+	}
+	StreaksTop = Route{
+		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Auth: Player,
+		Summary: "The longest live streaks, globally or in a region",
+		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
+	}
+)
+
+// StreakProcessor mirrors the Streaks stream into the streak cache and the
+// live-streak boards.
+var StreakProcessor = Processor{
+	Function: "streak-processor",
+	Source:   schema.Streaks,
+	Summary:  "Keeps the streak cache and live-streak boards, takes broken streaks off, repairs what Redis lost",
+	Uses: Uses{
+		Reads:  []schema.Table{schema.Streaks},
+		Writes: []schema.Table{schema.Counters},
+		Redis:  true,
+	},
+	BatchSize:    500,
+	BatchWindow:  0,
+	MaxRetries:   8,
+	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
+}
+
 // LeaderboardProcessor mirrors the Scores stream into the ranking engine.
 var LeaderboardProcessor = Processor{
 	Function: "leaderboard-processor",
@@ -228,10 +274,11 @@ var All = []Route{
 	FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 	LikePost, UnlikePost, ToggleLike, CountLikes,
 	PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
+	RecordActivity, GetStreak, PointsHistory, StreaksTop,
 }
 
 // Processors lists every stream processor.
-var Processors = []Processor{CounterProcessor, LeaderboardProcessor}
+var Processors = []Processor{CounterProcessor, LeaderboardProcessor, StreakProcessor}
 
 // Functions returns the name of every Lambda function, routes then processors.
 func Functions() []string {

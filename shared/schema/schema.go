@@ -81,6 +81,10 @@ const (
 	AttrMatchID  = "match_id"
 	AttrRankPK   = "rank_pk"
 	AttrRankSK   = "rank_sk"
+	AttrLivePK   = "live_pk"
+	AttrRegionPK = "region_live_pk"
+	AttrLiveSK   = "live_sk"
+	AttrBreaksAt = "breaks_at"
 )
 
 // Index names.
@@ -88,6 +92,8 @@ const (
 	IndexReactionsByTime   = "by_time"
 	IndexReactionsByTarget = "by_target"
 	IndexScoresByScore     = "by_score"
+	IndexStreaksLive       = "by_streak"
+	IndexStreaksRegion     = "by_region_streak"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -183,8 +189,43 @@ var Players = Table{
 	Purpose:      "player profiles and friend lists",
 }
 
+// Streaks holds each player's streak, points balance and time-zone
+// history. Its two sparse indexes order live-candidate streaks (by the date
+// of the last activity, write-sharded) longest first, globally and per
+// region, for Redis-less streak leaderboards and rebuilds.
+var Streaks = Table{
+	Name:         "Streaks",
+	PartitionKey: Key{AttrUserID, String},
+	GlobalIndexes: []Index{{
+		Name:             IndexStreaksLive,
+		PartitionKey:     Key{AttrLivePK, String},
+		SortKey:          &Key{AttrLiveSK, String},
+		Projection:       ProjectInclude,
+		NonKeyAttributes: []string{AttrBreaksAt},
+	}, {
+		Name:             IndexStreaksRegion,
+		PartitionKey:     Key{AttrRegionPK, String},
+		SortKey:          &Key{AttrLiveSK, String},
+		Projection:       ProjectInclude,
+		NonKeyAttributes: []string{AttrBreaksAt},
+	}},
+	Stream:  true,
+	Purpose: "streaks and points balances, the source of truth for streaks",
+}
+
+// Activity holds, per player, the points event log (evt#…, kept 90 days),
+// daily totals (day#YYYY-MM-DD) and activity idempotency records
+// (idem#key), written in one transaction with the player's Streaks item.
+var Activity = Table{
+	Name:         "Activity",
+	PartitionKey: Key{AttrUserID, String},
+	SortKey:      &Key{AttrSK, String},
+	TTLAttribute: TTL,
+	Purpose:      "points events, daily totals and activity idempotency records",
+}
+
 // All lists every table Rally owns.
-var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players}
+var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity}
 
 // ByName returns the declared table with the given logical name.
 func ByName(name string) (Table, bool) {

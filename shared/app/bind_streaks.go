@@ -1,0 +1,50 @@
+package app
+
+import (
+	"context"
+
+	"github.com/rallyhq/rally/shared/api"
+	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
+	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streaks"
+	"github.com/rallyhq/rally/shared/streaks/dynamo"
+	"github.com/rallyhq/rally/shared/streaks/mirror"
+)
+
+// bindStreaks binds the activity, streak and points routes and the streak
+// processor.
+func bindStreaks(d *Deps) {
+	tables := d.Config.Tables
+	store := &dynamo.Store{
+		DB: d.DB, Streaks: tables.Of(schema.Streaks), Activity: tables.Of(schema.Activity), Clock: d.Clock,
+		Capacity: func(op string, units float64) {
+			d.Metrics.Emit("StreaksCapacityUnits", units, obs.Count, map[string]string{"Operation": op})
+		},
+	}
+	players := &lbdynamo.Players{DB: d.DB, Table: tables.Of(schema.Players), Clock: d.Clock}
+	gen := d.tracker(mirror.Scope)
+	m := mirror.New(d.Redis, gen)
+	svc := &streaks.Service{
+		Store: store, Cache: m, Gen: gen, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		RegionOf: func(ctx context.Context, user string) (string, error) {
+			profiles, err := players.Profiles(ctx, []string{user})
+			return profiles[user].Region, err
+		},
+	}
+	h := &streaks.API{Service: svc}
+	for fn, e := range map[string]api.Endpoint{
+		routes.RecordActivity.Function: h.RecordActivity,
+		routes.GetStreak.Function:      h.GetStreak,
+		routes.PointsHistory.Function:  h.PointsHistory,
+		routes.StreaksTop.Function:     h.StreaksTop,
+	} {
+		d.http[fn] = e
+	}
+	p := &streaks.Processor{
+		Decode: dynamo.StateFromRecord, Store: store, Cache: m, Gen: gen,
+		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+	}
+	d.handlers[routes.StreakProcessor.Function] = p.Process
+}

@@ -1,0 +1,177 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streaks"
+)
+
+// maxItemSize is DynamoDB's item size limit.
+const maxItemSize = 400 * 1024
+
+// The items of a commit's transaction, in order; cancellation reasons come
+// back in the same order.
+const (
+	keyItemAt = iota
+	eventItemAt
+	dayItemAt
+	streakItemAt
+)
+
+// Commit writes the activity c in one transaction: the idempotency record
+// and the event (both new only), the day's totals, and the streak guarded
+// by the version c.Prev was read at. The guard serializes a player's
+// activities, so the day needs no condition of its own.
+func (s *Store) Commit(ctx context.Context, c streaks.Commit) error {
+	user := c.Next.UserID
+	what := fmt.Sprintf("commit activity %s/%s", user, c.Key)
+	items, err := s.transaction(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	m := &meter{}
+	defer s.report("commit", m)
+	out, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err == nil {
+		m.addAll(out.ConsumedCapacity)
+		return nil
+	}
+	switch keyUsed, conflict := cancelled(err); {
+	case keyUsed:
+		return fmt.Errorf("%s: %w", what, streaks.ErrKeyUsed)
+	case conflict:
+		return fmt.Errorf("%s: %w", what, streaks.ErrConflict)
+	}
+	return unavailable(err, what)
+}
+
+// transaction checks c against DynamoDB's limits and builds its items.
+func (s *Store) transaction(c streaks.Commit) ([]types.TransactWriteItem, error) {
+	user := c.Next.UserID
+	if err := checkCommit(c); err != nil {
+		return nil, err
+	}
+	keyAV, err := keyRecord(user, c, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("encode idempotency record: %w", err)
+	}
+	eventAV, err := attributevalue.MarshalMap(eventItemOf(user, c.Event))
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	day, err := dayItemOf(user, c.Day)
+	if err != nil {
+		return nil, err
+	}
+	dayAV, err := attributevalue.MarshalMap(day)
+	if err != nil {
+		return nil, fmt.Errorf("encode day: %w", err)
+	}
+	streakAV, err := attributevalue.MarshalMap(streakItemOf(c.Next))
+	if err != nil {
+		return nil, fmt.Errorf("encode streak: %w", err)
+	}
+	for name, item := range map[string]map[string]types.AttributeValue{
+		"idempotency record": keyAV, "event": eventAV, "day": dayAV, "streak": streakAV,
+	} {
+		if size := itemSize(item); size > maxItemSize {
+			return nil, fmt.Errorf("the %s item is %d bytes, over DynamoDB's %d", name, size, maxItemSize)
+		}
+	}
+	guard, vals := "attribute_not_exists("+schema.AttrUserID+")", map[string]types.AttributeValue(nil)
+	if c.Prev.Version != 0 {
+		guard, vals = "version = :prev", map[string]types.AttributeValue{":prev": ddb.N(c.Prev.Version)}
+	}
+	newKey := "attribute_not_exists(" + schema.AttrSK + ")"
+	items := make([]types.TransactWriteItem, streakItemAt+1)
+	items[keyItemAt] = types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.Activity), Item: keyAV, ConditionExpression: aws.String(newKey),
+	}}
+	items[eventItemAt] = types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.Activity), Item: eventAV, ConditionExpression: aws.String(newKey),
+	}}
+	items[dayItemAt] = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.Activity), Item: dayAV}}
+	items[streakItemAt] = types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.Streaks), Item: streakAV,
+		ConditionExpression: aws.String(guard), ExpressionAttributeValues: vals,
+	}}
+	return items, nil
+}
+
+// checkCommit refuses what DynamoDB would refuse, or what the keys could
+// not represent, before anything is sent.
+func checkCommit(c streaks.Commit) error {
+	user := c.Next.UserID
+	switch {
+	case user == "":
+		return errs.Field("user_id", "is required")
+	case len(user) > maxUserID:
+		return errs.Field("user_id", fmt.Sprintf("must be at most %d bytes", maxUserID))
+	case c.Key == "":
+		return errs.Field("Idempotency-Key", "is required")
+	case len(KeySK(c.Key)) > maxSortKey:
+		return errs.Field("Idempotency-Key", fmt.Sprintf("must be at most %d bytes", maxSortKey-len(keyPrefix)))
+	}
+	if (c.Prev.UserID != "" && c.Prev.UserID != user) || (c.Event.UserID != "" && c.Event.UserID != user) {
+		return fmt.Errorf("the commit mixes players %q, %q and %q", c.Prev.UserID, user, c.Event.UserID)
+	}
+	if c.Next.Version <= c.Prev.Version {
+		return fmt.Errorf("version %d does not follow %d", c.Next.Version, c.Prev.Version)
+	}
+	if err := checkRankable(c.Next); err != nil {
+		return err
+	}
+	if c.Event.ID == "" {
+		return errors.New("the event has no id")
+	}
+	if ms := c.Event.OccurredAt.UnixMilli(); ms < 0 || ms > 9_999_999_999_999 {
+		return fmt.Errorf("event time %s is outside 1970..2286", formatTime(c.Event.OccurredAt))
+	}
+	if len(EventSK(c.Event)) > maxSortKey {
+		return fmt.Errorf("event id is longer than %d bytes", maxSortKey)
+	}
+	if _, err := time.Parse(streaks.DateLayout, c.Day.Date); err != nil {
+		return fmt.Errorf("day %q: %w", c.Day.Date, err)
+	}
+	return nil
+}
+
+// cancelled reads why a commit's transaction did not apply: keyUsed when
+// the idempotency record exists (whatever else failed), conflict when the
+// streak moved past c.Prev or a concurrent transaction touched an item.
+func cancelled(err error) (keyUsed, conflict bool) {
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		return false, true
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false, false
+	}
+	reasons := tce.CancellationReasons
+	if len(reasons) > keyItemAt && aws.ToString(reasons[keyItemAt].Code) == "ConditionalCheckFailed" {
+		return true, false
+	}
+	if len(reasons) > streakItemAt && aws.ToString(reasons[streakItemAt].Code) == "ConditionalCheckFailed" {
+		return false, true
+	}
+	for _, r := range reasons {
+		if aws.ToString(r.Code) == "TransactionConflict" {
+			return false, true
+		}
+	}
+	return false, false
+}

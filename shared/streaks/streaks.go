@@ -1,0 +1,215 @@
+// Package streaks owns daily activity, streaks and points: a player's
+// activity is dated in their own IANA time zone, extends (or restarts) their
+// streak, earns points under a daily cap per event type, and is recorded
+// with its idempotency key, the day's totals and the streak update in one
+// DynamoDB transaction guarded by the streak's version. The streak processor
+// mirrors streaks into Redis: a per-player cache and live-streak
+// leaderboards, global and per region.
+//
+// Adapters live in sub-packages: dynamo (the Streaks and Activity tables)
+// and mirror (Redis over shared/ranking).
+package streaks
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// EventType is a kind of activity.
+type EventType string
+
+// Event types.
+const (
+	DailyOpen      EventType = "DAILY_OPEN"
+	MatchPlayed    EventType = "MATCH_PLAYED"
+	MatchWon       EventType = "MATCH_WON"
+	LevelCompleted EventType = "LEVEL_COMPLETED"
+	SocialShare    EventType = "SOCIAL_SHARE"
+)
+
+// Award is what an event type earns: Points per event, at most DailyCap
+// points per player per activity date. Events over the cap are recorded
+// with 0 points.
+type Award struct {
+	Points   int64
+	DailyCap int64
+}
+
+// Awards is the points table, the one place points are decided.
+var Awards = map[EventType]Award{
+	DailyOpen:      {Points: 10, DailyCap: 10},
+	MatchPlayed:    {Points: 5, DailyCap: 50},
+	MatchWon:       {Points: 20, DailyCap: 200},
+	LevelCompleted: {Points: 15, DailyCap: 150},
+	SocialShare:    {Points: 25, DailyCap: 50},
+}
+
+// Source is where an activity happened.
+type Source string
+
+// Sources.
+const (
+	MobileApp Source = "mobile_app"
+	Web       Source = "web"
+	Console   Source = "console"
+)
+
+// Sources lists the accepted sources.
+var Sources = []Source{MobileApp, Web, Console}
+
+// State is a player's streak record, one item of the Streaks table.
+type State struct {
+	UserID string
+	// Current is the streak as of LastDate; a reader sees 0 once the
+	// streak is broken (see View).
+	Current int64
+	Longest int64
+	// LastDate is the local date (YYYY-MM-DD) of the latest activity,
+	// empty before the first.
+	LastDate string
+	// ReachedAt is when Current was reached: the activity that extended
+	// or restarted the streak. On streak leaderboards the earlier wins a tie.
+	ReachedAt time.Time
+	// Timezone is the player's IANA zone; empty means UTC.
+	Timezone string
+	// Region places the player on a regional streak leaderboard (from
+	// their profile); empty means the global board only.
+	Region string
+	// PrevRegion is the region before this change, when it changed: the
+	// boards move the player. Set by the stream decoder and the handler.
+	PrevRegion  string
+	TotalPoints int64
+	// Version grows by one with every activity; the transaction is guarded
+	// by it and caches keep the newest.
+	Version int64
+	// TZChanges are the accepted time-zone changes of the last 7 days.
+	TZChanges []time.Time
+	// TZRejected counts time-zone changes refused by the limit.
+	TZRejected int64
+	UpdatedAt  time.Time
+	// Removed marks a stream change that deleted the record (erasure).
+	Removed bool
+}
+
+// Day is a player's points on one local date (the Activity table's
+// day#YYYY-MM-DD item).
+type Day struct {
+	Date   string
+	Points int64
+	Events int64
+	// ByType is the points awarded per event type, for the daily caps.
+	ByType map[EventType]int64
+}
+
+// Event is one recorded activity in the points event log (kept 90 days).
+type Event struct {
+	ID         string
+	UserID     string
+	Type       EventType
+	Source     Source
+	OccurredAt time.Time
+	// Date is the local activity date the event counted for.
+	Date   string
+	Points int64
+	// Timezone is the zone the date was taken in.
+	Timezone string
+	// RejectedTimezone is a zone the request asked for and the limit
+	// refused; empty when none was refused.
+	RejectedTimezone string
+}
+
+// Receipt is the response to an activity, stored with its idempotency
+// record so a retry gets the same bytes.
+type Receipt struct {
+	EventID        string `json:"event_id"`
+	PointsAwarded  int64  `json:"points_awarded"`
+	TotalPoints    int64  `json:"total_points"`
+	CurrentStreak  int64  `json:"current_streak"`
+	LongestStreak  int64  `json:"longest_streak"`
+	StreakExtended bool   `json:"streak_extended"`
+	ActivityDate   string `json:"activity_date"`
+}
+
+// Commit is one activity's transaction: the idempotency record, the
+// event, the day's new totals and the streak update, all or nothing.
+type Commit struct {
+	// Key is the Idempotency-Key; Hash identifies the request body.
+	Key  string
+	Hash string
+	// Prev is the state read before; Prev.Version 0 means no item yet.
+	// The update applies only while the stored version is still Prev's.
+	Prev  State
+	Next  State
+	Event Event
+	Day   Day
+	// Response is the body stored for retries.
+	Response []byte
+}
+
+// Replay is a stored idempotency record.
+type Replay struct {
+	Hash     string
+	Response []byte
+}
+
+// Entry is one ranked live streak.
+type Entry struct {
+	Rank      int
+	UserID    string
+	Streak    int64
+	ReachedAt time.Time
+}
+
+var (
+	// ErrConflict means another activity of the player committed first;
+	// read again and retry.
+	ErrConflict = errors.New("streaks: the streak changed meanwhile")
+	// ErrKeyUsed means the idempotency key was already committed.
+	ErrKeyUsed = errors.New("streaks: idempotency key already used")
+)
+
+// Store is the source of truth: the Streaks and Activity tables.
+type Store interface {
+	// Get returns a player's state, strongly consistent; ok is false when
+	// the player has none.
+	Get(ctx context.Context, user string) (st State, ok bool, err error)
+	// Day returns the player's totals of one date, strongly consistent
+	// (zero totals when none).
+	Day(ctx context.Context, user, date string) (Day, error)
+	// Commit writes c in one transaction. It returns ErrKeyUsed when the
+	// key exists (whatever else failed) and ErrConflict when the stored
+	// version is no longer c.Prev.Version.
+	Commit(ctx context.Context, c Commit) error
+	// Replay returns the stored record of an idempotency key.
+	Replay(ctx context.Context, user, key string) (Replay, bool, error)
+	// History returns the player's days with activity from..to
+	// (inclusive dates), in any order.
+	History(ctx context.Context, user, from, to string) ([]Day, error)
+	// Top ranks the live streaks at now, best first (longer, then reached
+	// earlier, then user id), globally or in one region, from the
+	// streak-ordered indexes: the fallback when Redis cannot answer.
+	Top(ctx context.Context, region string, n int, now time.Time) ([]Entry, error)
+	// Live calls fn with every streak live at now, in pages: what a
+	// rebuild of the Redis boards loads.
+	Live(ctx context.Context, now time.Time, fn func([]State) error) error
+}
+
+// Cache is the Redis side: the per-player streak cache and the live-streak
+// boards. Writes carry the state's version, so the handler's write-through,
+// the stream and rebuilds may race in any order.
+type Cache interface {
+	// Cached returns a player's cached state; ok is false on a miss.
+	Cached(ctx context.Context, user string) (st State, ok bool, err error)
+	// Put writes states (newer versions only) to the cache and the boards;
+	// a Removed state leaves them.
+	Put(ctx context.Context, states ...State) error
+	// Top ranks the streaks live at now, globally or in one region. It
+	// fails while Redis cannot be trusted.
+	Top(ctx context.Context, region string, n int, now time.Time) ([]Entry, error)
+	// Sweep takes off the boards the streaks that broke by now.
+	Sweep(ctx context.Context, now time.Time) (int, error)
+	// Rebuild reloads the boards from live, which calls its argument with
+	// every live streak in pages.
+	Rebuild(ctx context.Context, now time.Time, live func(fn func([]State) error) error) error
+}
