@@ -123,12 +123,12 @@ func (a *API) RecordActivity(ctx context.Context, r *api.Request) (api.Response,
 	if err != nil {
 		return api.Response{}, err
 	}
-	key, err := r.IdempotencyKey(true)
-	if err != nil {
-		return api.Response{}, err
-	}
 	var in activityRequest
 	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	key, err := r.IdempotencyKey(true)
+	if err != nil {
 		return api.Response{}, err
 	}
 	act, err := parseActivity(in, user)

@@ -94,6 +94,7 @@ func (s *Service) prepare(ctx context.Context, user, key, hash, region string, a
 	ev := Event{
 		ID: EventID(user, key), UserID: user, Type: a.Type, Source: a.Source, OccurredAt: next.UpdatedAt,
 		Date: out.Date, Points: out.Points, Timezone: out.Timezone, RejectedTimezone: out.RejectedTimezone,
+		Streak: next.Current, Region: region,
 	}
 	body, err := json.Marshal(Receipt{
 		EventID: ev.ID, PointsAwarded: out.Points, TotalPoints: next.TotalPoints, CurrentStreak: next.Current,

@@ -117,6 +117,10 @@ type Event struct {
 	// RejectedTimezone is a zone the request asked for and the limit
 	// refused; empty when none was refused.
 	RejectedTimezone string
+	// Streak is the player's streak after the event; Region their region
+	// then. Analytics read both from the event log.
+	Streak int64
+	Region string
 }
 
 // Receipt is the response to an activity, stored with its idempotency

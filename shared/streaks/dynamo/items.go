@@ -89,6 +89,8 @@ type eventItem struct {
 	Points           int64  `dynamodbav:"points"`
 	Timezone         string `dynamodbav:"timezone"`
 	RejectedTimezone string `dynamodbav:"rejected_timezone,omitempty"`
+	Streak           int64  `dynamodbav:"streak"`
+	Region           string `dynamodbav:"region,omitempty"`
 	ExpiresAt        int64  `dynamodbav:"expires_at"`
 }
 
@@ -96,7 +98,8 @@ func eventItemOf(user string, e streaks.Event) eventItem {
 	return eventItem{
 		UserID: user, SK: EventSK(e), EventID: e.ID, EventType: string(e.Type), Source: string(e.Source),
 		OccurredAt: formatTime(e.OccurredAt), Date: e.Date, Points: e.Points, Timezone: e.Timezone,
-		RejectedTimezone: e.RejectedTimezone, ExpiresAt: e.OccurredAt.Add(EventRetention).Unix(),
+		RejectedTimezone: e.RejectedTimezone, Streak: e.Streak, Region: e.Region,
+		ExpiresAt: e.OccurredAt.Add(EventRetention).Unix(),
 	}
 }
 
