@@ -2,8 +2,10 @@
 // dead-letter queue holds in a deployed Rally stack.
 //
 // When a processor keeps failing on a batch, its event source mapping
-// gives up after the declared retries and sends the batch's location (shard
-// and sequence numbers, not the records) to the processor's SQS queue.
+// gives up after the declared retries and sends the batch's location (stream,
+// shard and sequence numbers, not the records) to the processor's SQS queue.
+// A processor that reads several streams (the analytics shipper) has one
+// queue for all of them; each message names its stream.
 // Redrive reads those records back from the table's stream — which keeps
 // them 24 hours — invokes the processor with them, and deletes the message
 // once every record applied. Processors are idempotent, so replaying a
@@ -20,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,13 +63,13 @@ func run(ctx context.Context, stage, only string, replay bool, max int) error {
 	q := sqs.NewFromConfig(cfg)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	inv := lambdaInvoker{lambda.NewFromConfig(cfg)}
-	for _, p := range routes.Processors {
-		if only != "" && p.Function != only {
+	for _, fn := range processorFunctions(routes.Processors) {
+		if only != "" && fn != only {
 			continue
 		}
-		queue := outputs["Dlq"+routes.Camel(p.Function)]
+		queue := outputs["Dlq"+routes.Camel(fn)]
 		if queue == "" {
-			return fmt.Errorf("stack %s has no output Dlq%s", stack, routes.Camel(p.Function))
+			return fmt.Errorf("stack %s has no output Dlq%s", stack, routes.Camel(fn))
 		}
 		visibility := int32(30)
 		if replay {
@@ -86,16 +89,16 @@ func run(ctx context.Context, stage, only string, replay bool, max int) error {
 				handled++
 				parked, err := ParseParked(aws.ToString(m.Body))
 				if err != nil {
-					fmt.Printf("%s\tmessage %s: %v\n", p.Function, aws.ToString(m.MessageId), err)
+					fmt.Printf("%s\tmessage %s: %v\n", fn, aws.ToString(m.MessageId), err)
 					continue
 				}
 				b := parked.BatchInfo
-				fmt.Printf("%s\tshard %s\t%s..%s\t%d records\tfirst arrived %s\t%s\n", p.Function, b.ShardID,
+				fmt.Printf("%s\t%s\tshard %s\t%s..%s\t%d records\tfirst arrived %s\t%s\n", fn, streamTable(b.StreamARN), b.ShardID,
 					b.StartSequenceNumber, b.EndSequenceNumber, b.BatchSize, b.ApproximateArrivalOfFirstRecord, parked.RequestContext.Condition)
 				if !replay {
 					continue
 				}
-				n, err := Replay(ctx, streams, inv, functions[p.Function], parked, cfg.Region)
+				n, err := Replay(ctx, streams, inv, functions[fn], parked, cfg.Region)
 				if err != nil {
 					fmt.Printf("\treplay failed, left in the queue: %v\n", err)
 					continue
@@ -108,6 +111,30 @@ func run(ctx context.Context, stage, only string, replay bool, max int) error {
 		}
 	}
 	return nil
+}
+
+// processorFunctions lists each processor function once, in declaration
+// order: a function that reads several streams is declared once per stream
+// but has one dead-letter queue.
+func processorFunctions(ps []routes.Processor) []string {
+	var out []string
+	for _, p := range ps {
+		if !slices.Contains(out, p.Function) {
+			out = append(out, p.Function)
+		}
+	}
+	return out
+}
+
+// streamTable is the table a stream ARN belongs to
+// (arn:aws:dynamodb:region:account:table/<name>/stream/<label>).
+func streamTable(arn string) string {
+	_, rest, ok := strings.Cut(arn, ":table/")
+	if !ok {
+		return arn
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
 }
 
 // describe reads the stack's outputs and its processors' function names.
@@ -134,9 +161,9 @@ func describe(ctx context.Context, cf *cloudformation.Client, stack string) (map
 			if aws.ToString(r.ResourceType) != "AWS::Lambda::Function" {
 				continue
 			}
-			for _, p := range routes.Processors {
-				if strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Functions"+routes.Camel(p.Function)+"Function") {
-					functions[p.Function] = aws.ToString(r.PhysicalResourceId)
+			for _, fn := range processorFunctions(routes.Processors) {
+				if strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Functions"+routes.Camel(fn)+"Function") {
+					functions[fn] = aws.ToString(r.PhysicalResourceId)
 				}
 			}
 		}

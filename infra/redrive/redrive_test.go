@@ -16,6 +16,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -136,5 +137,37 @@ func streamOf(t *testing.T, ctx context.Context, db *dynamodb.Client, s *dynamod
 			t.Fatalf("stream of %s never showed %d records", table, want)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The analytics shipper is declared once per stream it reads; redrive
+// visits its one queue once.
+func TestEachProcessorFunctionIsVisitedOnce(t *testing.T) {
+	got := processorFunctions(routes.Processors)
+	seen := map[string]bool{}
+	for _, fn := range got {
+		if seen[fn] {
+			t.Errorf("%s listed twice in %v", fn, got)
+		}
+		seen[fn] = true
+	}
+	for _, p := range routes.Processors {
+		if !seen[p.Function] {
+			t.Errorf("%s missing from %v", p.Function, got)
+		}
+	}
+	if !seen[routes.AnalyticsShipper.Function] {
+		t.Errorf("the analytics shipper is not a processor: %v", got)
+	}
+}
+
+func TestStreamTableNamesTheStreamsTable(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:dynamodb:us-east-1:123456789012:table/Rally-dev-DataReactions-1A2B/stream/2026-11-22T00:00:00.000": "Rally-dev-DataReactions-1A2B",
+		"not an arn": "not an arn",
+	} {
+		if got := streamTable(arn); got != want {
+			t.Errorf("streamTable(%q) = %q, want %q", arn, got, want)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package stack
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -42,13 +44,14 @@ type FunctionsProps struct {
 	Processors   []routes.Processor
 	Data         *Data
 	Cache        *Cache
+	Analytics    *Analytics
 	LogRetention awslogs.RetentionDays
 	Protect      bool
 }
 
-// Functions owns one Lambda per declared route and processor, each with its
-// own role granted exactly what its declaration's Uses lists, and the
-// secret that signs pagination cursors.
+// Functions owns one Lambda per declared route and processor function, each
+// with its own role granted exactly what its declarations' Uses list, and
+// the secret that signs pagination cursors.
 type Functions struct {
 	constructs.Construct
 	// CursorSecret holds the key that signs pagination cursors.
@@ -81,10 +84,69 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	for _, r := range props.Routes {
 		f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routeTimeout})
 	}
-	for _, p := range props.Processors {
-		f.add(props, spec{name: p.Function, description: p.Source.Name + " stream: " + p.Summary, uses: p.Uses, timeout: processorTimeout})
+	for _, p := range processorSpecs(props.Processors) {
+		f.add(props, p)
 	}
 	return f
+}
+
+// processorSpecs merges the processor declarations by function: a Lambda
+// that reads several streams is declared once per stream, and is granted
+// the union of what those declarations use.
+func processorSpecs(ps []routes.Processor) []spec {
+	var order []string
+	byName := map[string]*spec{}
+	sources := map[string][]string{}
+	summaries := map[string][]string{}
+	for _, p := range ps {
+		s, ok := byName[p.Function]
+		if !ok {
+			s = &spec{name: p.Function, timeout: processorTimeout}
+			byName[p.Function] = s
+			order = append(order, p.Function)
+		}
+		s.uses = unionUses(s.uses, p.Uses)
+		sources[p.Function] = appendNew(sources[p.Function], p.Source.Name)
+		summaries[p.Function] = appendNew(summaries[p.Function], p.Summary)
+	}
+	out := make([]spec, 0, len(order))
+	for _, name := range order {
+		s := byName[name]
+		streams := strings.Join(sources[name], ", ") + " stream"
+		if len(sources[name]) > 1 {
+			streams += "s"
+		}
+		s.description = streams + ": " + strings.Join(summaries[name], "; ")
+		out = append(out, *s)
+	}
+	return out
+}
+
+// unionUses is everything a or b uses; a table written by either is written.
+func unionUses(a, b routes.Uses) routes.Uses {
+	merge := func(x, y []schema.Table) []schema.Table {
+		out := append([]schema.Table{}, x...)
+		for _, t := range y {
+			if !slices.ContainsFunc(out, func(o schema.Table) bool { return o.Name == t.Name }) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	return routes.Uses{
+		Reads:     merge(a.Reads, b.Reads),
+		Writes:    merge(a.Writes, b.Writes),
+		Redis:     a.Redis || b.Redis,
+		Secrets:   a.Secrets || b.Secrets,
+		Analytics: a.Analytics || b.Analytics,
+	}
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // Get returns the function named fn; it panics for an undeclared name.
@@ -157,6 +219,9 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	if s.uses.Secrets {
 		env["RALLY_SECRET_ARN"] = f.CursorSecret.SecretArn()
 	}
+	if s.uses.Analytics {
+		env["RALLY_FIREHOSE_STREAM"] = props.Analytics.StreamName
+	}
 	writes := map[string]bool{}
 	for _, t := range s.uses.Writes {
 		writes[t.Name] = true
@@ -175,6 +240,9 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	}
 	if s.uses.Secrets {
 		f.CursorSecret.GrantRead(fn, nil)
+	}
+	if s.uses.Analytics {
+		props.Analytics.GrantPutRecords(fn)
 	}
 	suppress(role, "IAM5", "Only actions without resource-level permissions use Resource '*': "+
 		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+

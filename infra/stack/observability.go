@@ -21,17 +21,25 @@ import (
 // so minutes of sustained age means a stuck or retrying shard.
 const IteratorAgeThreshold = 2 * time.Minute
 
+// AnalyticsFreshnessThreshold is how old the oldest undelivered analytics
+// event may grow: Firehose holds events up to its buffer interval by
+// design, so twice that means deliveries are failing.
+const AnalyticsFreshnessThreshold = 2 * FirehoseBufferInterval
+
 // ObservabilityProps configures alarms.
 type ObservabilityProps struct {
 	Functions  *Functions
 	Processors *Processors
+	// Analytics, when set, adds the delivery stream's alarms.
+	Analytics  *Analytics
 	AlarmEmail string
 	Protect    bool
 }
 
 // Observability owns the alarm topic and the alarms: a message in any
-// dead-letter queue, a processor falling behind its stream, and any
-// function error.
+// dead-letter queue, a processor falling behind its streams, any function
+// error, and analytics events that Firehose delivers late or cannot
+// convert.
 type Observability struct {
 	constructs.Construct
 	Topic awssns.Topic
@@ -83,7 +91,25 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 		}), 1, 1, fn+" parked a batch in its dead-letter queue: inspect and redrive it")
 		alarm(cid+"IteratorAge", props.Functions.Get(fn).Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
 			Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum"),
-		}), float64(IteratorAgeThreshold.Milliseconds()), 5, fn+" is more than "+IteratorAgeThreshold.String()+" behind its stream")
+		}), float64(IteratorAgeThreshold.Milliseconds()), 5, fn+" is more than "+IteratorAgeThreshold.String()+" behind a stream it reads")
+	}
+	if a := props.Analytics; a != nil {
+		firehose := func(metric, statistic string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace:     jsii.String("AWS/Firehose"),
+				MetricName:    jsii.String(metric),
+				DimensionsMap: &map[string]*string{"DeliveryStreamName": a.StreamName},
+				Period:        awscdk.Duration_Minutes(jsii.Number(5)),
+				Statistic:     jsii.String(statistic),
+			})
+		}
+		alarm("AnalyticsDeliveryFreshness", firehose("DeliveryToS3.DataFreshness", "Maximum"),
+			AnalyticsFreshnessThreshold.Seconds(), 3,
+			"Analytics events wait in Firehose more than "+AnalyticsFreshnessThreshold.String()+
+				" (twice the buffer interval): S3 delivery is failing; see the stream's delivery log group")
+		alarm("AnalyticsFailedConversion", firehose("FailedConversion.Records", "Sum"), 1, 1,
+			"Firehose could not convert analytics events to Parquet (schema mismatch): they are under "+
+				ErrorsPrefix+" in the analytics bucket, not in the table")
 	}
 	return o
 }

@@ -32,28 +32,27 @@ type ProcessorsProps struct {
 }
 
 // Processors owns the event source mappings that feed each processor its
-// source table's stream, and each processor's dead-letter queue.
+// source tables' streams (one mapping per declaration, with that
+// declaration's settings) and one dead-letter queue per processor function:
+// a function that reads several streams parks the batches of all of them in
+// one queue, and each parked record names its stream.
 type Processors struct {
 	constructs.Construct
 	dlqs map[string]awssqs.Queue
 }
 
-// NewProcessors maps each processor to its source stream.
+// NewProcessors maps each processor declaration to its source stream.
 func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps) *Processors {
 	p := &Processors{
 		Construct: constructs.NewConstruct(scope, jsii.String(id)),
 		dlqs:      map[string]awssqs.Queue{},
 	}
 	for _, proc := range props.Processors {
-		cid := routes.Camel(proc.Function)
-		dlq := awssqs.NewQueue(p.Construct, jsii.String(cid+"Dlq"), &awssqs.QueueProps{
-			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-			EnforceSSL:      jsii.Bool(true),
-			RetentionPeriod: seconds(dlqRetention),
-			RemovalPolicy:   removal(props.Protect),
-		})
-		suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
-			proc.Function+"'s event source mapping.")
+		fn := props.Functions.Get(proc.Function)
+		dlq, ok := p.dlqs[proc.Function]
+		if !ok {
+			dlq = p.newFunction(proc, fn, props.Protect)
+		}
 		source := awslambdaeventsources.NewDynamoEventSource(props.Data.Table(proc.Source), &awslambdaeventsources.DynamoEventSourceProps{
 			// TRIM_HORIZON: a processor deployed after writes began still
 			// sees every record the stream holds.
@@ -68,24 +67,41 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 			ReportBatchItemFailures: jsii.Bool(true),
 			OnFailure:               awslambdaeventsources.NewSqsDlq(dlq),
 		})
-		fn := props.Functions.Get(proc.Function)
+		// The mapping's construct id names the table, so one function
+		// takes a mapping per stream.
 		fn.AddEventSource(source)
-		p.dlqs[proc.Function] = dlq
-		if proc.Tick > 0 {
-			// The stream only invokes a processor when records arrive; the
-			// schedule invokes it with none, so it repairs Redis after an
-			// outage and refreshes snapshots even when nothing is written.
-			awsevents.NewRule(p.Construct, jsii.String(cid+"Tick"), &awsevents.RuleProps{
-				Description: jsii.String("Invoke " + proc.Function + " with no records: Redis repair and snapshots"),
-				Schedule:    awsevents.Schedule_Rate(seconds(proc.Tick)),
-				Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
-					Event:         awsevents.RuleTargetInput_FromObject(map[string]any{"Records": []any{}}),
-					RetryAttempts: jsii.Number(0),
-				})},
-			})
-		}
 	}
 	return p
+}
+
+// newFunction creates what a processor function has once, however many
+// streams it reads: its dead-letter queue and its schedule (New rejects
+// declarations of one function that disagree on Tick).
+func (p *Processors) newFunction(proc routes.Processor, fn awslambda.Function, protect bool) awssqs.Queue {
+	cid := routes.Camel(proc.Function)
+	dlq := awssqs.NewQueue(p.Construct, jsii.String(cid+"Dlq"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: seconds(dlqRetention),
+		RemovalPolicy:   removal(protect),
+	})
+	suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
+		proc.Function+"'s event source mappings.")
+	p.dlqs[proc.Function] = dlq
+	if proc.Tick > 0 {
+		// The stream only invokes a processor when records arrive; the
+		// schedule invokes it with none, so it repairs Redis after an
+		// outage and refreshes snapshots even when nothing is written.
+		awsevents.NewRule(p.Construct, jsii.String(cid+"Tick"), &awsevents.RuleProps{
+			Description: jsii.String("Invoke " + proc.Function + " with no records: Redis repair and snapshots"),
+			Schedule:    awsevents.Schedule_Rate(seconds(proc.Tick)),
+			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+				Event:         awsevents.RuleTargetInput_FromObject(map[string]any{"Records": []any{}}),
+				RetryAttempts: jsii.Number(0),
+			})},
+		})
+	}
+	return dlq
 }
 
 // Names lists the processors' function names in a stable order.
@@ -98,7 +114,8 @@ func (p *Processors) Names() []string {
 	return names
 }
 
-// DeadLetterQueue returns the queue that holds fn's failed batches.
+// DeadLetterQueue returns the queue that holds fn's failed batches, from
+// every stream fn reads.
 func (p *Processors) DeadLetterQueue(fn string) awssqs.Queue {
 	q, ok := p.dlqs[fn]
 	if !ok {

@@ -41,6 +41,26 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		},
 		want: []string{"table Reactions has 3 stream readers", "counter-processor, rank-processor, export-processor", "at most 2"},
 	}, {
+		name: "one function reading one stream twice",
+		change: func(p *stack.Props) {
+			p.Processors = []routes.Processor{routes.AnalyticsShipper, routes.AnalyticsShipper}
+		},
+		want: []string{"processor analytics-shipper reads the Reactions stream twice"},
+	}, {
+		name: "one function with two schedules",
+		change: func(p *stack.Props) {
+			other := processorOn(routes.CounterProcessor.Function, schema.Scores)
+			other.Tick = 5 * time.Minute
+			p.Processors = []routes.Processor{routes.CounterProcessor, other}
+		},
+		want: []string{"processor counter-processor: its declarations disagree on Tick (1m0s, 5m0s)"},
+	}, {
+		name: "a route's function also declared as a processor",
+		change: func(p *stack.Props) {
+			p.Processors = []routes.Processor{processorOn(routes.PutGame.Function, schema.Reactions)}
+		},
+		want: []string{"function put-game is declared as both a route and a processor"},
+	}, {
 		name:   "processor on a table without a stream",
 		change: func(p *stack.Props) { p.Processors = []routes.Processor{processorOn("games-processor", schema.Games)} },
 		want:   []string{"games-processor reads table Games, which declares no stream"},

@@ -1,5 +1,6 @@
 // Package stack is Rally's AWS deployment as CDK constructs: one construct
-// per concern (data, cache, functions, api, processors, observability),
+// per concern (data, cache, analytics, functions, api, processors,
+// observability),
 // composed by New into the Rally-<stage> stack. Every Lambda, route, grant,
 // event source mapping and alarm is derived from the declarations in
 // shared/routes and shared/schema; nothing here names a route or a table.
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -74,6 +77,7 @@ type Stack struct {
 	awscdk.Stack
 	Data          *Data
 	Cache         *Cache
+	Analytics     *Analytics
 	Functions     *Functions
 	API           *API
 	Processors    *Processors
@@ -103,6 +107,11 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Protect:         props.Protect,
 		SecretsEndpoint: needsSecretsEndpoint(props.Routes, props.Processors),
 	})
+	s.Analytics = NewAnalytics(s.Stack, "Analytics", AnalyticsProps{
+		Stage:        props.Stage,
+		LogRetention: props.LogRetention,
+		Protect:      props.Protect,
+	})
 	s.Functions = NewFunctions(s.Stack, "Functions", FunctionsProps{
 		Stage:        props.Stage,
 		BuildDir:     props.BuildDir,
@@ -110,6 +119,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Processors:   props.Processors,
 		Data:         s.Data,
 		Cache:        s.Cache,
+		Analytics:    s.Analytics,
 		LogRetention: props.LogRetention,
 		Protect:      props.Protect,
 	})
@@ -131,6 +141,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	s.Observability = NewObservability(s.Stack, "Observability", ObservabilityProps{
 		Functions:  s.Functions,
 		Processors: s.Processors,
+		Analytics:  s.Analytics,
 		AlarmEmail: props.AlarmEmail,
 		Protect:    props.Protect,
 	})
@@ -191,16 +202,17 @@ func validate(p Props) error {
 			}
 		}
 	}
+	// A function serves one route, or reads one or more streams: a
+	// processor is declared once per stream it reads, all with the same
+	// schedule.
 	functions := map[string]bool{}
-	seen := func(fn string) {
-		if functions[fn] {
-			bad("function %s is declared twice", fn)
-		}
-		functions[fn] = true
-	}
+	routeFunctions := map[string]bool{}
 	routeKeys := map[string]bool{}
 	for _, r := range p.Routes {
-		seen(r.Function)
+		if functions[r.Function] {
+			bad("function %s is declared twice", r.Function)
+		}
+		functions[r.Function], routeFunctions[r.Function] = true, true
 		checkUses(r.Function, r.Uses)
 		if routeKeys[r.Key()] {
 			bad("route %s is declared twice", r.Key())
@@ -211,8 +223,17 @@ func validate(p Props) error {
 		}
 	}
 	readers := map[string][]string{}
+	ticks := map[string]time.Duration{}
 	for _, proc := range p.Processors {
-		seen(proc.Function)
+		if routeFunctions[proc.Function] {
+			bad("function %s is declared as both a route and a processor", proc.Function)
+		}
+		if tick, ok := ticks[proc.Function]; ok && tick != proc.Tick {
+			bad("processor %s: its declarations disagree on Tick (%s, %s); a function has one schedule",
+				proc.Function, tick, proc.Tick)
+		}
+		ticks[proc.Function] = proc.Tick
+		functions[proc.Function] = true
 		checkUses(proc.Function, proc.Uses)
 		src, ok := declared[proc.Source.Name]
 		switch {
@@ -220,6 +241,9 @@ func validate(p Props) error {
 			bad("processor %s reads table %s, which is not declared in schema", proc.Function, proc.Source.Name)
 		case !src.Stream:
 			bad("processor %s reads table %s, which declares no stream", proc.Function, src.Name)
+		}
+		if slices.Contains(readers[proc.Source.Name], proc.Function) {
+			bad("processor %s reads the %s stream twice", proc.Function, proc.Source.Name)
 		}
 		readers[proc.Source.Name] = append(readers[proc.Source.Name], proc.Function)
 		// Unbounded retries or record age would let one poison record block
@@ -283,11 +307,15 @@ func (s *Stack) addOutputs(p Props) {
 	for _, t := range p.Tables {
 		out("Table"+t.Name, s.Data.Table(t).TableName(), t.Name+" table: "+t.Purpose)
 	}
-	for _, proc := range p.Processors {
-		out("Dlq"+routes.Camel(proc.Function), s.Processors.DeadLetterQueue(proc.Function).QueueUrl(),
-			"Dead-letter queue of "+proc.Function+": batches that exhausted their retries")
+	for _, fn := range s.Processors.Names() {
+		out("Dlq"+routes.Camel(fn), s.Processors.DeadLetterQueue(fn).QueueUrl(),
+			"Dead-letter queue of "+fn+": batches that exhausted their retries, from every stream it reads")
 	}
 	out("CacheEndpoint", s.Cache.URL, "ElastiCache Serverless endpoint (TLS)")
+	out("AnalyticsBucket", s.Analytics.Bucket.BucketName(), "S3 bucket of the analytics export: events/ (Parquet), errors/, athena-results/")
+	out("AnalyticsDatabase", s.Analytics.Database.Ref(), "Glue database of the analytics table "+analytics.Table)
+	out("AnalyticsWorkgroup", s.Analytics.WorkGroup.Ref(), "Athena workgroup for analytics queries (named queries included)")
+	out("AnalyticsDeliveryStream", s.Analytics.StreamName, "Firehose stream the analytics shipper sends events to")
 	out("AlarmTopicArn", s.Observability.Topic.TopicArn(), "SNS topic every Rally alarm notifies")
 }
 

@@ -17,27 +17,64 @@ import (
 
 func declaredTables() []schema.Table { return schema.All }
 
-// fnSpec is what the tests need from a route or processor declaration.
+// fnSpec is what the tests need from the declarations of one function: a
+// route, or every processor declaration (one per stream) that names it.
 type fnSpec struct {
-	name   string
-	uses   routes.Uses
-	source *schema.Table
+	name    string
+	uses    routes.Uses
+	sources []schema.Table
+	// mappings counts the processor declarations: one event source
+	// mapping each.
+	mappings int
 }
 
+// declaredFunctions merges the declarations by function, in order.
 func (s *synthesized) declaredFunctions() []fnSpec {
 	var out []fnSpec
 	for _, r := range s.routes {
 		out = append(out, fnSpec{name: r.Function, uses: r.Uses})
 	}
+	index := map[string]int{}
 	for _, p := range s.processors {
-		out = append(out, fnSpec{name: p.Function, uses: p.Uses, source: &p.Source})
+		i, ok := index[p.Function]
+		if !ok {
+			i = len(out)
+			index[p.Function] = i
+			out = append(out, fnSpec{name: p.Function})
+		}
+		f := &out[i]
+		f.uses.Reads = append(f.uses.Reads, p.Uses.Reads...)
+		f.uses.Writes = append(f.uses.Writes, p.Uses.Writes...)
+		f.uses.Redis = f.uses.Redis || p.Uses.Redis
+		f.uses.Secrets = f.uses.Secrets || p.Uses.Secrets
+		f.uses.Analytics = f.uses.Analytics || p.Uses.Analytics
+		f.sources = append(f.sources, p.Source)
+		f.mappings++
 	}
 	return out
 }
 
-func TestOneLambdaPerDeclarationOnArm64AL2023WithActiveTracing(t *testing.T) {
+// processorFunctions are the distinct functions of the processor
+// declarations, each with the declaration that named it first.
+func (s *synthesized) processorFunctions() []routes.Processor {
+	var out []routes.Processor
+	for _, p := range s.processors {
+		if !slices.ContainsFunc(out, func(q routes.Processor) bool { return q.Function == p.Function }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f fnSpec) reads(table string) bool {
+	return slices.ContainsFunc(f.sources, func(t schema.Table) bool { return t.Name == table })
+}
+
+// A function that reads several streams is declared once per stream and
+// is still one Lambda.
+func TestOneLambdaPerDeclaredFunctionOnArm64AL2023WithActiveTracing(t *testing.T) {
 	for stage, s := range both() {
-		want := len(s.routes) + len(s.processors)
+		want := len(s.declaredFunctions())
 		check(t, stage+": function count", func() {
 			s.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(float64(want)))
 		})
@@ -93,6 +130,13 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 			}
 			if _, has := env["RALLY_SECRET_ARN"]; has != fn.uses.Secrets {
 				t.Errorf("%s/%s: RALLY_SECRET_ARN set=%v, uses Secrets=%v", stage, fn.name, has, fn.uses.Secrets)
+			}
+			stream, has := env["RALLY_FIREHOSE_STREAM"]
+			if has != fn.uses.Analytics {
+				t.Errorf("%s/%s: RALLY_FIREHOSE_STREAM set=%v, uses Analytics=%v", stage, fn.name, has, fn.uses.Analytics)
+			}
+			if want := s.ref(s.stack.Analytics.StreamName); has && mustJSON(stream) != mustJSON(want) {
+				t.Errorf("%s/%s: RALLY_FIREHOSE_STREAM=%s, want the delivery stream %s", stage, fn.name, mustJSON(stream), mustJSON(want))
 			}
 		}
 	}
@@ -239,8 +283,31 @@ func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 					"Properties", like("SqsManagedSseEnabled", true, "MessageRetentionPeriod", 14*24*3600),
 				))
 			})
+		}
+		// One queue per processor function, whatever number of streams it
+		// reads: the redrive tool finds it by the function's output.
+		fns := s.processorFunctions()
+		check(t, stage+": one dead-letter queue per processor function", func() {
+			s.template.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(float64(len(fns))))
+		})
+		for _, p := range fns {
 			if _, ok := s.outputs["Dlq"+routes.Camel(p.Function)]; !ok {
 				t.Errorf("%s: no output with the dead-letter queue URL of %s", stage, p.Function)
+			}
+		}
+		for _, fn := range s.declaredFunctions() {
+			if fn.mappings == 0 {
+				continue
+			}
+			id := s.functionID(fn.name)
+			n := 0
+			for _, m := range mappings {
+				if logicalID(m.Properties["FunctionName"]) == id {
+					n++
+				}
+			}
+			if n != fn.mappings {
+				t.Errorf("%s: %s has %d event source mappings, want %d (one per declared stream)", stage, fn.name, n, fn.mappings)
 			}
 		}
 	}
@@ -251,7 +318,7 @@ func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 func TestProcessorsWithATickRunOnASchedule(t *testing.T) {
 	for stage, s := range both() {
 		ticks := 0
-		for _, p := range s.processors {
+		for _, p := range s.processorFunctions() {
 			if p.Tick == 0 {
 				continue
 			}
@@ -555,7 +622,7 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 					for _, name := range tablesIn(res, tables) {
 						isStream := strings.Contains(mustJSON(res), "StreamArn")
 						if isStream {
-							if fn.source == nil || fn.source.Name != name {
+							if !fn.reads(name) {
 								t.Errorf("%s/%s: granted the %s stream, which it does not process", stage, fn.name, name)
 							}
 							continue

@@ -41,6 +41,8 @@ type Deps struct {
 	DB      *dynamodb.Client
 	Redis   redis.UniversalClient
 	Cursors api.Cursors
+	// AWS is the SDK configuration the clients were built from.
+	AWS aws.Config
 
 	once     sync.Once
 	http     map[string]api.Endpoint
@@ -93,6 +95,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.AWS = awsCfg
 	d.DB = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// Redis-less leaderboard reads query every index shard at once;
 		// keep enough idle connections that they are reused, not redialled.
@@ -199,5 +202,6 @@ func (d *Deps) bind() {
 		bindReactions(d)
 		bindLeaderboards(d)
 		bindStreaks(d)
+		bindAnalytics(d)
 	})
 }

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ func newDepsAt(t *testing.T, clk clock.Clock) *app.Deps {
 	srv := testenv.Redis(t)
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names,
-		RedisURL: srv.URL(), CursorKey: "test",
+		RedisURL: srv.URL(), CursorKey: "test", AnalyticsDir: t.TempDir(),
 	}, app.Options{Clock: clk, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -207,5 +210,51 @@ func TestStreakProcessorSampleBatch(t *testing.T) {
 	}
 	if got := top("eu"); got != "[{alice 2}]" {
 		t.Fatalf("eu board: %s", got)
+	}
+}
+
+// The analytics shipper's sample batch (a favorite, a score, an activity;
+// one record from each stream it reads) lands in the export once, however
+// often it is delivered.
+func TestAnalyticsShipperSampleBatch(t *testing.T) {
+	d := newDeps(t)
+	ctx := context.Background()
+	var ev events.DynamoDBEvent
+	readEvent(t, routes.AnalyticsShipper.Function, &ev)
+	for i, r := range ev.Records {
+		// The sample names the tables of a "dev" stage; these are the test's.
+		table := r.EventSourceArn[strings.Index(r.EventSourceArn, "table/Rally-dev-")+len("table/Rally-dev-") : strings.Index(r.EventSourceArn, "/stream/")]
+		logical, ok := schema.ByName(table)
+		if !ok {
+			t.Fatalf("record %d reads unknown table %s", i, table)
+		}
+		ev.Records[i].EventSourceArn = strings.Replace(r.EventSourceArn, "Rally-dev-"+table, d.Config.Tables.Of(logical), 1)
+	}
+	handler := d.Stream(routes.AnalyticsShipper)
+	for i, batch := range []events.DynamoDBEvent{ev, ev, {Records: ev.Records[1:]}} {
+		resp, err := handler(ctx, batch)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", i+1, resp, err)
+		}
+	}
+	var files []string
+	err := filepath.WalkDir(d.Config.AnalyticsDir, func(path string, e fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".parquet") {
+			rel, _ := filepath.Rel(d.Config.AnalyticsDir, path)
+			files = append(files, filepath.Dir(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	want := []string{
+		"events/event_type=activity.recorded/dt=2026-11-22/hour=10",
+		"events/event_type=favorite.added/dt=2026-11-22/hour=10",
+		"events/event_type=score.submitted/dt=2026-11-22/hour=09",
+	}
+	if fmt.Sprint(files) != fmt.Sprint(want) {
+		t.Fatalf("export files in %v, want one in each of %v", files, want)
 	}
 }

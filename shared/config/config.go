@@ -47,6 +47,12 @@ type Config struct {
 	// SnapshotEvery is how often processors store top-N snapshots for
 	// reads while Redis is down.
 	SnapshotEvery time.Duration
+	// FirehoseStream is the analytics delivery stream the shipper sends
+	// events to (in AWS).
+	FirehoseStream string
+	// AnalyticsDir receives the analytics export as Parquet files when no
+	// FirehoseStream is set (the local stack: .local/analytics).
+	AnalyticsDir string
 }
 
 // Limits are per-minute request budgets; 0 disables a budget.
@@ -70,6 +76,8 @@ func FromEnv() (Config, error) {
 		SecretARN:        os.Getenv("RALLY_SECRET_ARN"),
 		CursorKey:        os.Getenv("RALLY_CURSOR_KEY"),
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
+		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
+		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
 	}
 	var err error
 	if c.RedisCluster, err = boolEnv("RALLY_REDIS_CLUSTER", false); err != nil {

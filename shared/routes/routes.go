@@ -6,6 +6,7 @@
 package routes
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ type Uses struct {
 	Redis  bool
 	// Secrets is true when the function signs or verifies cursors.
 	Secrets bool
+	// Analytics is true when the function sends events to the analytics
+	// delivery stream (Firehose).
+	Analytics bool
 }
 
 // Route is one HTTP endpoint served by one Lambda function.
@@ -55,7 +59,8 @@ type Route struct {
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
 // Processor is a Lambda fed by a table's stream through an event source
-// mapping.
+// mapping. A Lambda that reads several streams is declared once per stream,
+// with the same Function: one function, one mapping per declaration.
 type Processor struct {
 	Function string
 	Source   schema.Table
@@ -234,6 +239,33 @@ var StreakProcessor = Processor{
 	Tick:         time.Minute,
 }
 
+// analyticsShipper reads one stream for the analytics shipper.
+func analyticsShipper(source schema.Table) Processor {
+	return Processor{
+		Function: "analytics-shipper",
+		Source:   source,
+		Summary:  "Maps domain changes to versioned analytics events and ships them to Firehose, each once",
+		Uses: Uses{
+			Writes:    []schema.Table{schema.Players, schema.Counters},
+			Analytics: true,
+		},
+		// Firehose buffers anyway; large batches mean fewer PutRecordBatch calls.
+		BatchSize:    1000,
+		BatchWindow:  5 * time.Second,
+		MaxRetries:   10,
+		MaxRecordAge: 24 * time.Hour,
+	}
+}
+
+// The analytics shipper reads the Reactions, ScoreEvents and Activity
+// streams (Reactions' second reader, after the counter processor).
+// AnalyticsShipper is its Reactions mapping, and names the function.
+var (
+	AnalyticsShipper     = analyticsShipper(schema.Reactions)
+	AnalyticsScoreEvents = analyticsShipper(schema.ScoreEvents)
+	AnalyticsActivity    = analyticsShipper(schema.Activity)
+)
+
 // LeaderboardProcessor mirrors the Scores stream into the ranking engine.
 var LeaderboardProcessor = Processor{
 	Function: "leaderboard-processor",
@@ -278,7 +310,10 @@ var All = []Route{
 }
 
 // Processors lists every stream processor.
-var Processors = []Processor{CounterProcessor, LeaderboardProcessor, StreakProcessor}
+var Processors = []Processor{
+	CounterProcessor, LeaderboardProcessor, StreakProcessor,
+	AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
+}
 
 // Functions returns the name of every Lambda function, routes then processors.
 func Functions() []string {
@@ -287,7 +322,9 @@ func Functions() []string {
 		names = append(names, r.Function)
 	}
 	for _, p := range Processors {
-		names = append(names, p.Function)
+		if !slices.Contains(names, p.Function) {
+			names = append(names, p.Function)
+		}
 	}
 	return names
 }

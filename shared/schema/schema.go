@@ -220,6 +220,7 @@ var Activity = Table{
 	Name:         "Activity",
 	PartitionKey: Key{AttrUserID, String},
 	SortKey:      &Key{AttrSK, String},
+	Stream:       true,
 	TTLAttribute: TTL,
 	Purpose:      "points events, daily totals and activity idempotency records",
 }

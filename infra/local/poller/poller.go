@@ -622,6 +622,9 @@ func (p *Poller) idleSince(t time.Time) bool {
 // Status is a processor's health as the local stack reports it.
 type Status struct {
 	Function string `json:"function"`
+	// Source is the table whose stream the poller reads (a function may
+	// read several).
+	Source string `json:"source"`
 	// LagRecords counts records read from the stream but not yet delivered.
 	LagRecords int `json:"lag_records"`
 	// IteratorAgeMS is the age of the oldest undelivered record, like
@@ -637,7 +640,7 @@ type Status struct {
 func (p *Poller) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Status{Function: p.Function(), Paused: p.paused, Delivered: p.delivered}
+	s := Status{Function: p.Function(), Source: p.opts.Processor.Source.Name, Paused: p.paused, Delivered: p.delivered}
 	var oldest time.Time
 	for _, sh := range p.shards {
 		if sh.finished {

@@ -233,7 +233,7 @@ func (s *Stack) listDLQ(w http.ResponseWriter, _ *http.Request) error {
 		return err
 	}
 	out := []parkedBatch{}
-	for _, p := range s.pollers {
+	for _, p := range s.eachFunction() {
 		for _, b := range all[p.Function()] {
 			out = append(out, parkedBatch{Function: p.Function(), Parked: b})
 		}
@@ -254,7 +254,7 @@ func (s *Stack) redrive(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	results := []poller.RedriveResult{}
-	for _, p := range s.pollers {
+	for _, p := range s.eachFunction() {
 		if req.Function != "" && p.Function() != req.Function {
 			continue
 		}
@@ -265,6 +265,21 @@ func (s *Stack) redrive(w http.ResponseWriter, r *http.Request) error {
 		results = append(results, res)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"results": results})
+}
+
+// eachFunction returns one poller per processor function: a function that
+// reads several streams has one poller per stream but one DLQ, as in AWS
+// it has one dead-letter queue per function.
+func (s *Stack) eachFunction() []*poller.Poller {
+	var out []*poller.Poller
+	seen := map[string]bool{}
+	for _, p := range s.pollers {
+		if !seen[p.Function()] {
+			seen[p.Function()] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // serveOpenAPI serves the API contract from shared/openapi.

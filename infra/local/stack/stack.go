@@ -283,6 +283,8 @@ func (s *Stack) config() (config.Config, error) {
 		cfg.CursorKey = "rally-local-cursor-key"
 	}
 	cfg.Tracing = false
+	cfg.FirehoseStream = ""
+	cfg.AnalyticsDir = filepath.Join(s.stateDir, "analytics")
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}

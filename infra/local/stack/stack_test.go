@@ -142,8 +142,8 @@ func TestHealthReportsEverythingUp(t *testing.T) {
 		t.Fatalf("processors %+v, want one per declared processor", h.Processors)
 	}
 	for i, p := range routes.Processors {
-		if h.Processors[i].Function != p.Function {
-			t.Errorf("processor %d = %s, want %s", i, h.Processors[i].Function, p.Function)
+		if h.Processors[i].Function != p.Function || h.Processors[i].Source != p.Source.Name {
+			t.Errorf("processor %d = %s reading %s, want %s reading %s", i, h.Processors[i].Function, h.Processors[i].Source, p.Function, p.Source.Name)
 		}
 	}
 }
@@ -281,7 +281,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 			t.Fatalf("redrive %+v", rd)
 		}
 	}
-	if len(rd.Results) != len(routes.Processors) {
+	if len(rd.Results) != len(routes.Functions())-len(routes.All) {
 		t.Fatalf("redrive reports %d processors: %+v", len(rd.Results), rd)
 	}
 	mu.Lock()

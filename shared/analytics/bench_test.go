@@ -1,0 +1,107 @@
+package analytics_test
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// BenchmarkMap measures the shipper's CPU path per event: decoding a
+// stream record into an event and encoding its Firehose record.
+//
+//	go test ./shared/analytics -run '^$' -bench Map -benchmem
+func BenchmarkMap(b *testing.B) {
+	names := schema.NamesFromEnv("Rally-dev-")
+	all, _ := batch(b, names, 4000, 500)
+	var recs = all[:0]
+	for _, r := range all { // only records that are events
+		source, _ := analytics.SourceOf(r.EventSourceArn, names)
+		if _, _, ok, _ := analytics.Map(source, r); ok {
+			recs = append(recs, r)
+		}
+	}
+	bytes := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := recs[i%len(recs)]
+		source, ok := analytics.SourceOf(r.EventSourceArn, names)
+		if !ok {
+			b.Fatal("source not resolved")
+		}
+		ev, _, _, err := analytics.Map(source, r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ev.UserPID = "0123456789abcdef0123456789abcdef"
+		data, err := analytics.FirehoseRecord(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes += len(data)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(bytes)/float64(b.N), "json-bytes/event")
+}
+
+// TestParquetBytesPerEvent logs what 10,000 realistic events cost in
+// Snappy Parquet, written as the local sink (and, with larger files,
+// Firehose) writes them.
+//
+//	go test ./shared/analytics -run ParquetBytesPerEvent -v
+func TestParquetBytesPerEvent(t *testing.T) {
+	t.Parallel()
+	const n = 10_000
+	start := time.Date(year, 3, 10, 0, 0, 0, 0, time.UTC)
+	jsonBytes := 0
+	for _, e := range sample(n, 1, start) {
+		data, err := analytics.FirehoseRecord(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonBytes += len(data)
+	}
+	t.Logf("Firehose JSON: %.1f bytes/event", float64(jsonBytes)/n)
+	for _, tc := range []struct {
+		what  string
+		hours int
+	}{{"one hour (6 files, one per event type)", 1}, {"one day (24 hourly partitions per type)", 24}} {
+		dir := t.TempDir()
+		evs := sample(n, tc.hours, start)
+		failed, err := (&analytics.LocalSink{Dir: dir}).Send(context.Background(), evs)
+		if err != nil || slices.Contains(failed, true) {
+			t.Fatalf("failed=%v err=%v", failed, err)
+		}
+		size, files := tree(t, dir)
+		t.Logf("Parquet, %d events over %s: %d bytes in %d files, %.1f bytes/event", n, tc.what, size, files, float64(size)/n)
+		if per := float64(size) / n; per > float64(jsonBytes)/n {
+			t.Errorf("Parquet (%.1f bytes/event) is larger than JSON", per)
+		}
+	}
+}
+
+func tree(t *testing.T, dir string) (size int64, files int) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size += info.Size()
+		files++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size, files
+}

@@ -1,0 +1,165 @@
+package analytics
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// DB is the part of the DynamoDB API the shipper uses.
+type DB interface {
+	ddb.Batcher
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// SecretAttr is the Players attribute holding a player's analytics secret
+// (32 random bytes, binary). Erasure deletes the Players item and with it
+// the secret: the player's exported events can no longer be tied to them.
+const SecretAttr = "analytics_secret"
+
+const (
+	secretBytes = 32
+	pidHexLen   = 32
+	// secretCreators bounds the concurrent secret creations of one call.
+	secretCreators = 16
+)
+
+// Pseudonyms computes the pseudonymous user ids (PIDs) events carry:
+// HMAC-SHA256 of the user id under the user's own secret. Secrets are read
+// fresh on every call and never cached beyond it, so an erased player's
+// secret is gone for the next batch.
+type Pseudonyms struct {
+	DB    DB
+	Table string // Players, physical name
+}
+
+// PIDs returns the PID of each of users, creating the secret of a user who
+// has none. Concurrent callers creating the same secret agree on it.
+func (p *Pseudonyms) PIDs(ctx context.Context, users []string) (map[string]string, error) {
+	var keys []map[string]types.AttributeValue
+	seen := map[string]bool{}
+	for _, u := range users {
+		if u != "" && !seen[u] {
+			seen[u] = true
+			keys = append(keys, p.key(u))
+		}
+	}
+	if len(keys) == 0 {
+		return map[string]string{}, nil
+	}
+	items, err := ddb.BatchGet(ctx, p.DB, p.Table, keys, true, schema.AttrPlayerID, SecretAttr)
+	if err != nil {
+		return nil, fmt.Errorf("analytics: read secrets: %w", err)
+	}
+	secrets := make(map[string][]byte, len(keys))
+	for _, it := range items {
+		id, ok := it[schema.AttrPlayerID].(*types.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		secret, ok, err := secretOf(it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			secrets[id.Value] = secret
+		}
+	}
+	var missing []string
+	for u := range seen {
+		if secrets[u] == nil {
+			missing = append(missing, u)
+		}
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(secretCreators)
+	for _, u := range missing {
+		g.Go(func() error {
+			secret, err := p.create(gctx, u)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			secrets[u] = secret
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	pids := make(map[string]string, len(seen))
+	for u := range seen {
+		pids[u] = pid(secrets[u], u)
+	}
+	return pids, nil
+}
+
+func (p *Pseudonyms) key(user string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPlayerID: ddb.S(user)}
+}
+
+// create stores a new secret unless one appeared meanwhile, and returns the
+// secret that is stored: the first writer wins, every racer reads its value.
+func (p *Pseudonyms) create(ctx context.Context, user string) ([]byte, error) {
+	fresh := make([]byte, secretBytes)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("analytics: new secret: %w", err)
+	}
+	out, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(p.Table),
+		Key:                       p.key(user),
+		UpdateExpression:          aws.String("SET #secret = if_not_exists(#secret, :new)"),
+		ExpressionAttributeNames:  map[string]string{"#secret": SecretAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":new": &types.AttributeValueMemberB{Value: fresh}},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	if err != nil {
+		// The user id stays out of errors, which end up in logs.
+		return nil, fmt.Errorf("analytics: create secret: %w", err)
+	}
+	secret, ok, err := secretOf(out.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errors.New("analytics: create secret: the update returned no secret")
+	}
+	return secret, nil
+}
+
+// secretOf reads the secret of a Players item; ok is false when it has none.
+func secretOf(item map[string]types.AttributeValue) ([]byte, bool, error) {
+	switch v := item[SecretAttr].(type) {
+	case nil:
+		return nil, false, nil
+	case *types.AttributeValueMemberB:
+		if len(v.Value) != secretBytes {
+			return nil, false, fmt.Errorf("analytics: a player's %s has %d bytes, want %d", SecretAttr, len(v.Value), secretBytes)
+		}
+		return v.Value, true, nil
+	default:
+		return nil, false, fmt.Errorf("analytics: a player's %s is a %T, not binary", SecretAttr, v)
+	}
+}
+
+// pid is the hex of HMAC-SHA256(secret, user), cut to 128 bits.
+func pid(secret []byte, user string) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(user))
+	return hex.EncodeToString(mac.Sum(nil))[:pidHexLen]
+}

@@ -1,0 +1,108 @@
+package analytics
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// MarkerRetention is how long a shipped event's marker is kept: longer
+// than a stream keeps records (24 h) and than the shipper's maximum record
+// age, so no redelivery outlives the marker that recognises it.
+const MarkerRetention = 48 * time.Hour
+
+// Marker keys in the Counters table: pk ship#{event_id}, sk ship.
+const (
+	markerPrefix = "ship#"
+	markerSK     = "ship"
+)
+
+// Shipped remembers which events reached the sink, so a redelivered stream
+// record is not sent again. A marker is written only after the sink
+// accepted the event.
+type Shipped struct {
+	DB    ddb.Batcher
+	Table string // Counters, physical name
+	// Clock dates the markers' expiry; nil means the wall clock.
+	Clock clock.Clock
+}
+
+func (s *Shipped) key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(markerPrefix + id), schema.AttrSK: ddb.S(markerSK)}
+}
+
+// Filter returns the ids, in order and without repeats, that have no
+// marker yet.
+func (s *Shipped) Filter(ctx context.Context, ids []string) ([]string, error) {
+	ids = unique(ids)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = s.key(id)
+	}
+	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true, schema.AttrPK)
+	if err != nil {
+		return nil, fmt.Errorf("analytics: read shipped markers: %w", err)
+	}
+	shipped := make(map[string]bool, len(items))
+	for _, it := range items {
+		if pk, ok := it[schema.AttrPK].(*types.AttributeValueMemberS); ok {
+			shipped[pk.Value[len(markerPrefix):]] = true
+		}
+	}
+	unsent := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !shipped[id] {
+			unsent = append(unsent, id)
+		}
+	}
+	return unsent, nil
+}
+
+// Mark records that the events with ids reached the sink.
+func (s *Shipped) Mark(ctx context.Context, ids []string) error {
+	ids = unique(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	expires := ddb.N(s.now().Add(MarkerRetention).Unix())
+	reqs := make([]types.WriteRequest, len(ids))
+	for i, id := range ids {
+		item := s.key(id)
+		item[schema.TTL] = expires
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+	}
+	if err := ddb.BatchWrite(ctx, s.DB, s.Table, reqs); err != nil {
+		return fmt.Errorf("analytics: write shipped markers: %w", err)
+	}
+	return nil
+}
+
+func (s *Shipped) now() time.Time {
+	if s.Clock == nil {
+		return time.Now().UTC()
+	}
+	return s.Clock.Now()
+}
+
+// unique returns ids without repeats, in first-seen order; DynamoDB's
+// batch calls refuse a key twice.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
