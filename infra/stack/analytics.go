@@ -354,6 +354,16 @@ func (a *Analytics) newStream(stack awscdk.Stack, props AnalyticsProps) {
 			ProcessingConfiguration: &awskinesisfirehose.CfnDeliveryStream_ProcessingConfigurationProperty{
 				Enabled: jsii.Bool(true),
 				Processors: &[]*awskinesisfirehose.CfnDeliveryStream_ProcessorProperty{{
+					// The shipper packs up to 500 events into a record, one
+					// JSON object a line, since Firehose bills records rounded
+					// up to 5 KB (see analytics.FirehoseSink); deaggregation
+					// splits them back into events before partitioning and
+					// conversion.
+					Type: jsii.String("RecordDeAggregation"),
+					Parameters: &[]*awskinesisfirehose.CfnDeliveryStream_ProcessorParameterProperty{
+						{ParameterName: jsii.String("SubRecordType"), ParameterValue: jsii.String("JSON")},
+					},
+				}, {
 					Type: jsii.String("MetadataExtraction"),
 					Parameters: &[]*awskinesisfirehose.CfnDeliveryStream_ProcessorParameterProperty{
 						{ParameterName: jsii.String("MetadataExtractionQuery"), ParameterValue: jsii.String(PartitionExtraction)},

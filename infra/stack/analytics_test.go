@@ -224,13 +224,21 @@ func TestFirehoseWritesDynamicallyPartitionedParquet(t *testing.T) {
 					"ErrorOutputPrefix", "errors/!{firehose:error-output-type}/dt=!{timestamp:yyyy-MM-dd}/",
 					"CompressionFormat", "UNCOMPRESSED",
 					"DynamicPartitioningConfiguration", like("Enabled", true),
-					"ProcessingConfiguration", like("Enabled", true, "Processors", assertions.Match_ArrayWith(&[]any{like(
-						"Type", "MetadataExtraction",
-						"Parameters", assertions.Match_ArrayWith(&[]any{
-							map[string]any{"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{event_type: .event_type, dt: .dt, hour: .hour}"},
-							map[string]any{"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"},
-						}),
-					)})),
+					"ProcessingConfiguration", like("Enabled", true, "Processors", assertions.Match_ArrayWith(&[]any{
+						// The shipper packs events into records; Firehose splits
+						// them back, then reads each event's partition.
+						map[string]any{
+							"Type":       "RecordDeAggregation",
+							"Parameters": []any{map[string]any{"ParameterName": "SubRecordType", "ParameterValue": "JSON"}},
+						},
+						like(
+							"Type", "MetadataExtraction",
+							"Parameters", assertions.Match_ArrayWith(&[]any{
+								map[string]any{"ParameterName": "MetadataExtractionQuery", "ParameterValue": "{event_type: .event_type, dt: .dt, hour: .hour}"},
+								map[string]any{"ParameterName": "JsonParsingEngine", "ParameterValue": "JQ-1.6"},
+							}),
+						),
+					})),
 					"DataFormatConversionConfiguration", like(
 						"Enabled", true,
 						"InputFormatConfiguration", map[string]any{"Deserializer": map[string]any{"HiveJsonSerDe": map[string]any{"TimestampFormats": []any{"millis"}}}},

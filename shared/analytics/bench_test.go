@@ -50,9 +50,14 @@ func BenchmarkMap(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(b.N), "json-bytes/event")
 }
 
-// TestParquetBytesPerEvent logs what 10,000 realistic events cost in
-// Snappy Parquet, written as the local sink (and, with larger files,
-// Firehose) writes them.
+// firehoseBillingUnit is what Firehose bills a record at least, and the
+// increment it rounds a record's size up to.
+const firehoseBillingUnit = 5 << 10
+
+// TestParquetBytesPerEvent logs what 10,000 realistic events cost as
+// Firehose ingests them (packed into records, each billed in 5 KB
+// increments) and in Snappy Parquet, written as the local sink (and, with
+// larger files, Firehose) writes them.
 //
 //	go test ./shared/analytics -run ParquetBytesPerEvent -v
 func TestParquetBytesPerEvent(t *testing.T) {
@@ -68,6 +73,28 @@ func TestParquetBytesPerEvent(t *testing.T) {
 		jsonBytes += len(data)
 	}
 	t.Logf("Firehose JSON: %.1f bytes/event", float64(jsonBytes)/n)
+
+	hose := newFakeFirehose()
+	failed, err := (&analytics.FirehoseSink{Client: hose, Stream: "rally-events"}).Send(context.Background(), sample(n, 1, start))
+	if err != nil || slices.Contains(failed, true) {
+		t.Fatalf("failed=%v err=%v", failed, err)
+	}
+	records, recordBytes, billed := 0, 0, 0
+	for _, c := range hose.sent {
+		for _, r := range c.records {
+			records++
+			recordBytes += r.bytes
+			billed += (r.bytes + firehoseBillingUnit - 1) / firehoseBillingUnit * firehoseBillingUnit
+		}
+	}
+	// One event a record, as before packing, bills every event a whole unit.
+	t.Logf("Firehose records: %.1f per 1,000 events (%d records, %d PutRecordBatch calls), %.0f bytes/record; "+
+		"billed %.1f bytes/event, against %d with one event a record (%.1f×)",
+		float64(records)*1000/n, records, len(hose.sent), float64(recordBytes)/float64(records),
+		float64(billed)/n, firehoseBillingUnit, float64(firehoseBillingUnit)*n/float64(billed))
+	if records > (n+analytics.MaxRecordEvents-1)/analytics.MaxRecordEvents {
+		t.Errorf("%d records for %d events; packing should fill records of %d", records, n, analytics.MaxRecordEvents)
+	}
 	for _, tc := range []struct {
 		what  string
 		hours int

@@ -27,15 +27,26 @@ type FirehoseAPI interface {
 	PutRecordBatch(ctx context.Context, in *firehose.PutRecordBatchInput, optFns ...func(*firehose.Options)) (*firehose.PutRecordBatchOutput, error)
 }
 
-// Limits of PutRecordBatch.
+// Limits of PutRecordBatch, and of the delivery stream's JSON
+// deaggregation.
 const (
 	MaxBatchRecords = 500
 	MaxBatchBytes   = 4 << 20    // 4 MiB per call
 	MaxRecordBytes  = 1000 << 10 // 1,000 KiB per record
+	MaxRecordEvents = 500        // deaggregation splits no more out of a record
 )
 
 // FirehoseSink sends events to a Firehose delivery stream that converts
 // them to Parquet and writes them partitioned by event type, date and hour.
+//
+// It packs consecutive events into each record, one JSON object per line,
+// because Firehose bills ingestion per record rounded up to 5 KB: an event
+// is ~384 bytes, so a record each would be billed ~13 times its size. The
+// delivery stream's multi-record deaggregation (sub-record type JSON) splits
+// the records back into events before it partitions and converts them. A
+// record holds at most MaxRecordEvents events and MaxRecordBytes bytes. The
+// price is coarser failure: when Firehose refuses a record, every event in
+// it is failed and sent again.
 type FirehoseSink struct {
 	Client FirehoseAPI
 	Stream string
@@ -55,7 +66,8 @@ type firehoseRecord struct {
 	Hour       string `json:"hour"`
 }
 
-// FirehoseRecord is the record data of e, one JSON object and a newline.
+// FirehoseRecord is e as the delivery stream reads it after deaggregation:
+// one JSON object and a newline, one line of the records Send packs.
 func FirehoseRecord(e Event) ([]byte, error) {
 	t := e.OccurredAt.UTC()
 	b, err := json.Marshal(firehoseRecord{
@@ -67,77 +79,112 @@ func FirehoseRecord(e Event) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Send puts the events in calls of at most MaxBatchRecords records and
-// MaxBatchBytes bytes. A record Firehose refuses (its ErrorCode) fails its
-// event; a failed call (throttling, a 5xx) fails the call's events. An
-// event whose record is larger than MaxRecordBytes can never be sent and
-// fails every time, so it ends in the dead-letter queue rather than being
+// packedRecord is one Firehose record and the indexes of the events it
+// carries.
+type packedRecord struct {
+	data   []byte
+	events []int
+}
+
+// Send packs the events into records (see FirehoseSink) and puts them in
+// calls of at most MaxBatchRecords records and MaxBatchBytes bytes. A
+// record Firehose refuses (its ErrorCode) fails its events; a failed call
+// (throttling, a 5xx) fails the events of all its records. An event whose
+// JSON alone is larger than MaxRecordBytes can never be sent and fails
+// every time, so it ends in the dead-letter queue rather than being
 // dropped.
 func (s *FirehoseSink) Send(ctx context.Context, events []Event) ([]bool, error) {
 	failed := make([]bool, len(events))
+	records := s.pack(ctx, events, failed)
 	var (
-		records []types.Record
-		indexes []int
-		size    int
+		call []packedRecord
+		size int
 	)
-	flush := func() error {
-		if len(records) == 0 {
-			return nil
+	for j, r := range records {
+		if len(call) == MaxBatchRecords || size+len(r.data) > MaxBatchBytes {
+			if err := s.put(ctx, call, failed); err != nil {
+				return failRecords(failed, records[j:]), err
+			}
+			call, size = nil, 0
 		}
-		err := s.put(ctx, records, indexes, failed)
-		records, indexes, size = nil, nil, 0
-		return err
+		call, size = append(call, r), size+len(r.data)
+	}
+	if len(call) > 0 {
+		if err := s.put(ctx, call, failed); err != nil {
+			return failed, err
+		}
+	}
+	return failed, nil
+}
+
+// pack encodes the events, in order, into records of at most
+// MaxRecordEvents events and MaxRecordBytes bytes, failing each event that
+// cannot be encoded or is too large for any record. Every record is built
+// before the first call, which costs little memory: a batch of events is
+// smaller than the Lambda payload it came in.
+func (s *FirehoseSink) pack(ctx context.Context, events []Event, failed []bool) []packedRecord {
+	var (
+		records []packedRecord
+		cur     packedRecord
+	)
+	closeRecord := func() {
+		if len(cur.events) > 0 {
+			// Newline-separated, as deaggregation documents its input
+			// ({...}\n{...}): the last line needs no newline.
+			cur.data = cur.data[:len(cur.data)-1]
+			records = append(records, cur)
+		}
+		cur = packedRecord{}
 	}
 	for i, e := range events {
-		data, err := FirehoseRecord(e)
-		if err == nil && len(data) > MaxRecordBytes {
-			err = fmt.Errorf("analytics: event %s is %d bytes, over Firehose's record limit", e.EventID, len(data))
+		line, err := FirehoseRecord(e)
+		if err == nil && len(line)-1 > MaxRecordBytes {
+			err = fmt.Errorf("analytics: event %s is %d bytes, over Firehose's record limit", e.EventID, len(line)-1)
 		}
 		if err != nil {
 			failed[i] = true
 			s.warn(ctx, "event cannot be sent", "event_id", e.EventID, "error", err.Error())
 			continue
 		}
-		if len(records) == MaxBatchRecords || size+len(data) > MaxBatchBytes {
-			if err := flush(); err != nil {
-				return failAfter(failed, i), err
-			}
+		if len(cur.events) == MaxRecordEvents || len(cur.data)+len(line)-1 > MaxRecordBytes {
+			closeRecord()
 		}
-		records, indexes, size = append(records, types.Record{Data: data}), append(indexes, i), size+len(data)
+		cur.data, cur.events = append(cur.data, line...), append(cur.events, i)
 	}
-	if err := flush(); err != nil {
-		return failed, err
-	}
-	return failed, nil
+	closeRecord()
+	return records
 }
 
-// put sends one call's records; events[indexes[j]] is records[j].
-func (s *FirehoseSink) put(ctx context.Context, records []types.Record, indexes []int, failed []bool) error {
-	out, err := s.Client.PutRecordBatch(ctx, &firehose.PutRecordBatchInput{
-		DeliveryStreamName: aws.String(s.Stream), Records: records,
-	})
+// put sends one call's records.
+func (s *FirehoseSink) put(ctx context.Context, records []packedRecord, failed []bool) error {
+	in := &firehose.PutRecordBatchInput{DeliveryStreamName: aws.String(s.Stream), Records: make([]types.Record, len(records))}
+	for j, r := range records {
+		in.Records[j] = types.Record{Data: r.data}
+	}
+	out, err := s.Client.PutRecordBatch(ctx, in)
 	if err == nil && len(out.RequestResponses) != len(records) {
 		err = fmt.Errorf("analytics: firehose answered %d of %d records", len(out.RequestResponses), len(records))
 	}
 	if err != nil {
-		for _, i := range indexes {
-			failed[i] = true
-		}
+		failRecords(failed, records)
 		if ctx.Err() != nil || permanent(err) {
 			return fmt.Errorf("analytics: put records to %s: %w", s.Stream, err)
 		}
-		s.warn(ctx, "firehose call failed", "records", len(records), "error", err.Error())
+		s.warn(ctx, "firehose call failed", "records", len(records), "events", countEvents(records), "error", err.Error())
 		return nil
 	}
 	codes := map[string]int{}
+	var refused []packedRecord
 	for j, r := range out.RequestResponses {
 		if code := aws.ToString(r.ErrorCode); code != "" {
-			failed[indexes[j]] = true
+			refused = append(refused, records[j])
 			codes[code]++
 		}
 	}
-	if len(codes) > 0 {
-		s.warn(ctx, "firehose refused records", "records", len(records), "refused_by_code", codes)
+	if len(refused) > 0 {
+		failRecords(failed, refused)
+		s.warn(ctx, "firehose refused records", "records", len(records), "refused_by_code", codes,
+			"events_refused", countEvents(refused))
 	}
 	return nil
 }
@@ -156,12 +203,22 @@ func permanent(err error) bool {
 	return false
 }
 
-// failAfter marks every event from i on failed.
-func failAfter(failed []bool, i int) []bool {
-	for ; i < len(failed); i++ {
-		failed[i] = true
+// failRecords marks every event of records failed.
+func failRecords(failed []bool, records []packedRecord) []bool {
+	for _, r := range records {
+		for _, i := range r.events {
+			failed[i] = true
+		}
 	}
 	return failed
+}
+
+func countEvents(records []packedRecord) int {
+	n := 0
+	for _, r := range records {
+		n += len(r.events)
+	}
+	return n
 }
 
 func (s *FirehoseSink) warn(ctx context.Context, msg string, args ...any) {

@@ -27,20 +27,37 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
-// fakeFirehose is a delivery stream that refuses what refuse says and
-// counts every record it accepts by event id.
+// fakeFirehose is a delivery stream with JSON deaggregation: it splits
+// each record into its newline-separated events, refuses what refuse says,
+// and counts every event it accepts by event id.
 type fakeFirehose struct {
 	mu sync.Mutex
-	// refuse returns the ErrorCode for a record (empty: accepted), given
-	// how many times its event was offered before.
+	// refuse returns the ErrorCode for an event (empty: accepted), given how
+	// many times it was offered before; a record is refused, whole, when
+	// any of its events is.
 	refuse func(rec map[string]any, offered int) string
 	// callErr fails a whole call (the n-th, 0-based) when it returns an error.
 	callErr   func(call int) error
 	calls     int
 	offered   map[string]int
 	delivered map[string]int
-	records   []map[string]any
-	sizes     [][2]int // records and bytes of each call
+	records   []map[string]any // the events accepted, in order
+	sent      []sentCall       // every call, once its records were split
+}
+
+// sentCall is what one PutRecordBatch call carried.
+type sentCall struct {
+	records []sentRecord
+	bytes   int
+}
+
+// sentRecord is one record of a call: its size, the ids of its events in
+// order, and the ErrorCode it was answered with (empty: accepted or the
+// call failed).
+type sentRecord struct {
+	bytes  int
+	events []string
+	code   string
 }
 
 func newFakeFirehose() *fakeFirehose {
@@ -52,11 +69,35 @@ func (f *fakeFirehose) PutRecordBatch(_ context.Context, in *firehose.PutRecordB
 	defer f.mu.Unlock()
 	call := f.calls
 	f.calls++
-	size := 0
-	for _, r := range in.Records {
-		size += len(r.Data)
+	// Split every record before accepting any. A record the stream could not
+	// deaggregate, or a call or record over Firehose's limits, fails the call
+	// with an error the sink treats as permanent, so the test sees it.
+	invalid := func(format string, args ...any) error {
+		return &smithy.GenericAPIError{Code: "InvalidArgumentException", Message: fmt.Sprintf(format, args...)}
 	}
-	f.sizes = append(f.sizes, [2]int{len(in.Records), size})
+	sc := sentCall{}
+	split := make([][]map[string]any, len(in.Records))
+	for j, r := range in.Records {
+		evs, err := deaggregate(r.Data)
+		if err != nil {
+			return nil, invalid("record %d: %v", j, err)
+		}
+		sr := sentRecord{bytes: len(r.Data)}
+		for _, ev := range evs {
+			sr.events = append(sr.events, ev["event_id"].(string))
+		}
+		split[j] = evs
+		sc.records, sc.bytes = append(sc.records, sr), sc.bytes+sr.bytes
+	}
+	f.sent = append(f.sent, sc)
+	for j, sr := range sc.records {
+		if sr.bytes > analytics.MaxRecordBytes || len(sr.events) > analytics.MaxRecordEvents {
+			return nil, invalid("record %d: %d bytes, %d events", j, sr.bytes, len(sr.events))
+		}
+	}
+	if len(in.Records) > analytics.MaxBatchRecords || sc.bytes > analytics.MaxBatchBytes {
+		return nil, invalid("%d records, %d bytes", len(in.Records), sc.bytes)
+	}
 	if aws.ToString(in.DeliveryStreamName) != "rally-events" {
 		return nil, &smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "no such stream"}
 	}
@@ -66,26 +107,61 @@ func (f *fakeFirehose) PutRecordBatch(_ context.Context, in *firehose.PutRecordB
 		}
 	}
 	out := &firehose.PutRecordBatchOutput{FailedPutCount: aws.Int32(0)}
-	for _, r := range in.Records {
-		var rec map[string]any
-		if err := json.Unmarshal(r.Data, &rec); err != nil {
-			return nil, &smithy.GenericAPIError{Code: "InvalidArgumentException", Message: err.Error()}
+	for j, evs := range split {
+		sr := &f.sent[len(f.sent)-1].records[j]
+		for i, ev := range evs {
+			if code := f.refusal(ev, sr.events[i]); code != "" && sr.code == "" {
+				sr.code = code
+			}
 		}
-		id, _ := rec["event_id"].(string)
-		code := ""
-		if f.refuse != nil {
-			code = f.refuse(rec, f.offered[id])
+		for _, id := range sr.events {
+			f.offered[id]++
 		}
-		f.offered[id]++
-		entry := ftypes.PutRecordBatchResponseEntry{RecordId: aws.String(fmt.Sprint("rid-", id))}
-		if code != "" {
-			entry = ftypes.PutRecordBatchResponseEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("try again")}
+		entry := ftypes.PutRecordBatchResponseEntry{RecordId: aws.String(fmt.Sprint("rid-", call, "-", j))}
+		if sr.code != "" {
+			entry = ftypes.PutRecordBatchResponseEntry{ErrorCode: aws.String(sr.code), ErrorMessage: aws.String("try again")}
 			*out.FailedPutCount++
 		} else {
-			f.delivered[id]++
-			f.records = append(f.records, rec)
+			for i, id := range sr.events {
+				f.delivered[id]++
+				f.records = append(f.records, evs[i])
+			}
 		}
 		out.RequestResponses = append(out.RequestResponses, entry)
+	}
+	return out, nil
+}
+
+func (f *fakeFirehose) refusal(ev map[string]any, id string) string {
+	if f.refuse == nil {
+		return ""
+	}
+	return f.refuse(ev, f.offered[id])
+}
+
+// deaggregate splits a record as the delivery stream's JSON deaggregation
+// and dynamic partitioning read it: newline-separated lines, each one
+// complete JSON object carrying its partition keys.
+func deaggregate(data []byte) ([]map[string]any, error) {
+	if len(data) == 0 {
+		return nil, errors.New("empty record")
+	}
+	var out []map[string]any
+	for n, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		dec := json.NewDecoder(strings.NewReader(line))
+		var ev map[string]any
+		if err := dec.Decode(&ev); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if dec.InputOffset() != int64(len(line)) {
+			return nil, fmt.Errorf("line %d holds more than one JSON object", n)
+		}
+		for _, k := range []string{"event_id", "event_type", "dt", "hour"} {
+			if v, _ := ev[k].(string); v == "" {
+				return nil, fmt.Errorf("line %d lacks %s", n, k)
+			}
+		}
+		out = append(out, ev)
 	}
 	return out, nil
 }
@@ -226,7 +302,9 @@ func TestShipperRetriesRefusedRecordsUntilEachArrivesOnce(t *testing.T) {
 	recs, ids := batch(t, r.names, 1200, 37)
 	r.hose.refuse = func(rec map[string]any, offered int) string {
 		id := rec["event_id"].(string)
-		if offered == 0 && id[0] < '6' { // about 3 in 8 fail the first time
+		// About 3 in 8 events are refused the first time, and with them
+		// every record that holds one.
+		if offered == 0 && id[0] < '6' {
 			return "ServiceUnavailableException"
 		}
 		return ""
@@ -278,22 +356,27 @@ var regexpUser = regexp.MustCompile(`^u[0-9]+$`)
 // failure naming the earliest record whose event did not arrive; when the
 // event source mapping redelivers from there, the events after it that did
 // arrive are not sent again and the stuck ones are: nothing lost, nothing
-// doubled.
+// doubled. Events travel packed, so a refused record holds back the events
+// packed with the stuck one, and no others.
 func TestShipperReportsTheEarliestStuckRecordAndRedeliveryCompletes(t *testing.T) {
 	t.Parallel()
 	r := newShipper(t)
-	recs, ids := batch(t, r.names, 400, 11)
+	recs, ids := batch(t, r.names, 1400, 11) // 1,050 events: Firehose records of 500, 500 and 50
+	per := analytics.MaxRecordEvents
+	if len(ids) <= 2*per {
+		t.Fatalf("%d events do not fill three Firehose records", len(ids))
+	}
+	recordOf := map[string]int{} // stream record index by event id
+	for i, rec := range recs {
+		source, _ := analytics.SourceOf(rec.EventSourceArn, r.names)
+		if ev, _, ok, err := analytics.Map(source, rec); err == nil && ok {
+			recordOf[ev.EventID] = i
+		}
+	}
+	// Three events of the middle Firehose record; the earliest is not its first.
+	stuck := map[string]bool{ids[per+260]: true, ids[per+20]: true, ids[per+490]: true}
 	var mu sync.Mutex
 	healthy := false
-	stuck := map[string]bool{}
-	for _, i := range []int{202, 120, 350} { // reaction, activity, reaction records
-		source, _ := analytics.SourceOf(recs[i].EventSourceArn, r.names)
-		ev, _, ok, err := analytics.Map(source, recs[i])
-		if err != nil || !ok {
-			t.Fatalf("record %d carries no event", i)
-		}
-		stuck[ev.EventID] = true
-	}
 	r.hose.refuse = func(rec map[string]any, _ int) string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -303,12 +386,20 @@ func TestShipperReportsTheEarliestStuckRecordAndRedeliveryCompletes(t *testing.T
 		return ""
 	}
 	err := r.shipper.Process(context.Background(), recs)
-	var pe *streams.PartialError
-	if !errors.As(err, &pe) || pe.From != 120 {
-		t.Fatalf("want a partial failure from record 120, got %v", err)
+	held := ids[per : 2*per] // the events packed with the stuck ones
+	var lost []string
+	for _, id := range ids {
+		if r.hose.delivered[id] == 0 {
+			lost = append(lost, id)
+		}
 	}
-	if got := r.metric(t, analytics.MetricFailed); got != 3 {
-		t.Fatalf("EventsFailed %v, want 3", got)
+	equal(t, "events not delivered", lost, held)
+	var pe *streams.PartialError
+	if from := recordOf[held[0]]; !errors.As(err, &pe) || pe.From != from {
+		t.Fatalf("want a partial failure from record %d, got %v", from, err)
+	}
+	if got := r.metric(t, analytics.MetricFailed); got != float64(len(held)) {
+		t.Fatalf("EventsFailed %v, want %d", got, len(held))
 	}
 	if r.hose.offered[firstKey(stuck)] != 4 {
 		t.Fatalf("a stuck event was offered %d times, want Attempts=4", r.hose.offered[firstKey(stuck)])

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
@@ -99,40 +101,181 @@ func TestFirehoseRecordShape(t *testing.T) {
 	}
 }
 
-// Calls never carry more than 500 records or 4 MiB; a record over 1,000
-// KiB fails alone and the rest are sent.
-func TestFirehoseSinkChunksWithinTheLimits(t *testing.T) {
+// withinLimits fails unless every call and record the sink made keeps to
+// Firehose's limits, and returns how many records and calls there were.
+func (f *fakeFirehose) withinLimits(t *testing.T) (records, calls int) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.sent {
+		if len(c.records) > analytics.MaxBatchRecords || c.bytes > analytics.MaxBatchBytes {
+			t.Fatalf("a call of %d records, %d bytes", len(c.records), c.bytes)
+		}
+		for _, r := range c.records {
+			if len(r.events) > analytics.MaxRecordEvents || r.bytes > analytics.MaxRecordBytes {
+				t.Fatalf("a record of %d events, %d bytes", len(r.events), r.bytes)
+			}
+		}
+		records += len(c.records)
+	}
+	return records, len(f.sent)
+}
+
+// Consecutive events share records of newline-separated JSON objects, as
+// many as Firehose's deaggregation and its record and call limits allow;
+// each arrives once, in order. An event too large for any record fails
+// alone and the rest are sent.
+func TestFirehoseSinkPacksEventsIntoRecords(t *testing.T) {
 	t.Parallel()
-	hose := newFakeFirehose()
-	sink := &analytics.FirehoseSink{Client: hose, Stream: "rally-events"}
-	evs := sample(1234, 3, time.Date(year, 3, 10, 0, 0, 0, 0, time.UTC))
+	start := time.Date(year, 3, 10, 0, 0, 0, 0, time.UTC)
 	big := strings.Repeat("x", 150<<10)
-	for i := 100; i < 160; i++ { // 60 × 150 KiB = 9 MiB
-		evs[i].Source = &big
-	}
 	huge := strings.Repeat("y", 1001<<10)
-	evs[700].Region = &huge
-	failed, err := sink.Send(context.Background(), evs)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name           string
+		events         []analytics.Event
+		fails          int // the index of the one event that cannot be sent, or -1
+		records, calls int
+	}{
+		{"one event", sample(1, 1, start), -1, 1, 1},
+		{"900 events", sample(900, 3, start), -1, 2, 1},
+		{"1,000 events: two full records", sample(1000, 3, start), -1, 2, 1},
+		// ~190 KB records: 21 fit in a call of 4 MiB.
+		{"12,000 events", sample(12_000, 24, start), -1, 24, 2},
+		{"large and oversized events", func() []analytics.Event {
+			evs := sample(1234, 3, start)
+			for i := 100; i < 160; i++ { // 60 × 150 KiB = 9 MiB: 6 to a record
+				evs[i].Source = &big
+			}
+			evs[700].Region = &huge
+			return evs
+		}(), 700, 12, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hose := newFakeFirehose()
+			failed, err := (&analytics.FirehoseSink{Client: hose, Stream: "rally-events"}).Send(context.Background(), tc.events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i, f := range failed {
+				if f != (i == tc.fails) {
+					t.Fatalf("event %d failed=%v", i, f)
+				}
+				if !f {
+					want = append(want, tc.events[i].EventID)
+				}
+			}
+			hose.deliveredOnce(t, want)
+			var got []string
+			for _, rec := range hose.records {
+				got = append(got, rec["event_id"].(string))
+			}
+			equal(t, "events in the order sent", got, want)
+			records, calls := hose.withinLimits(t)
+			if records != tc.records || calls != tc.calls {
+				t.Fatalf("%d events in %d records and %d calls, want %d and %d", len(want), records, calls, tc.records, tc.calls)
+			}
+		})
 	}
-	for i, f := range failed {
-		if f != (i == 700) {
-			t.Fatalf("event %d failed=%v", i, f)
+}
+
+// Send fails exactly the events Firehose did not accept: every event of a
+// refused record, of a failed call, and, after a permanent error, of every
+// call not made. Sending the failed ones again delivers each event once.
+func TestFirehoseSinkFailsExactlyTheEventsNotAccepted(t *testing.T) {
+	t.Parallel()
+	start := time.Date(year, 3, 10, 0, 0, 0, 0, time.UTC)
+	// Events of ~4.5 KB: 228 to a record, 4 records to a call; 3,000 make
+	// calls of 912, 912, 912 and 264 events.
+	padded := func(n int) []analytics.Event {
+		evs := sample(n, 24, start)
+		pad := strings.Repeat("p", 4<<10)
+		for i := range evs {
+			evs[i].Source = &pad
 		}
+		return evs
 	}
-	total := 0
-	for _, c := range hose.sizes {
-		if c[0] > analytics.MaxBatchRecords || c[1] > analytics.MaxBatchBytes {
-			t.Fatalf("a call of %d records, %d bytes", c[0], c[1])
-		}
-		total += c[0]
-	}
-	if total != 1233 || len(hose.delivered) != 1233 {
-		t.Fatalf("%d records sent, %d delivered, want 1233", total, len(hose.delivered))
-	}
-	if len(hose.sizes) < 5 {
-		t.Fatalf("%d calls for 9 MiB and 1,233 records", len(hose.sizes))
+	throttled := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	gone := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "no"}
+	for _, tc := range []struct {
+		name    string
+		events  []analytics.Event
+		refuse  func(evs []analytics.Event) func(rec map[string]any, offered int) string
+		callErr func(call int) error
+		// failed and calls are how many events the first Send must fail and
+		// how many calls it must make.
+		failed, calls int
+		permanent     bool
+	}{{
+		name: "a refused record", events: sample(900, 24, start),
+		refuse: func(evs []analytics.Event) func(map[string]any, int) string {
+			return func(rec map[string]any, offered int) string {
+				if rec["event_id"] == evs[600].EventID && offered == 0 {
+					return "ServiceUnavailableException"
+				}
+				return ""
+			}
+		},
+		failed: 400, calls: 1, // the second record: events 500-899
+	}, {
+		name: "a throttled call", events: padded(3000),
+		callErr: func(call int) error {
+			if call == 1 {
+				return throttled
+			}
+			return nil
+		},
+		failed: 912, calls: 4,
+	}, {
+		name: "a permanent error", events: padded(3000),
+		callErr: func(call int) error {
+			if call == 1 {
+				return gone
+			}
+			return nil
+		},
+		failed: 3000 - 912, calls: 2, permanent: true, // all but the first call's
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			evs := tc.events
+			hose := newFakeFirehose()
+			if tc.refuse != nil {
+				hose.refuse = tc.refuse(evs)
+			}
+			hose.callErr = tc.callErr
+			sink := &analytics.FirehoseSink{Client: hose, Stream: "rally-events"}
+			failed, err := sink.Send(context.Background(), evs)
+			if tc.permanent != (err != nil) || err != nil && !errors.Is(err, gone) {
+				t.Fatalf("err = %v, want a permanent error: %v", err, tc.permanent)
+			}
+			if hose.calls != tc.calls {
+				t.Fatalf("%d calls, want %d", hose.calls, tc.calls)
+			}
+			var retry []analytics.Event
+			for i, f := range failed {
+				if f == (hose.delivered[evs[i].EventID] == 1) {
+					t.Fatalf("event %d failed=%v, delivered %d times", i, f, hose.delivered[evs[i].EventID])
+				}
+				if f {
+					retry = append(retry, evs[i])
+				}
+			}
+			if len(retry) != tc.failed {
+				t.Fatalf("%d events failed, want %d", len(retry), tc.failed)
+			}
+			hose.callErr = nil
+			if failed, err := sink.Send(context.Background(), retry); err != nil || slices.Contains(failed, true) {
+				t.Fatalf("resend: failed=%v err=%v", failed, err)
+			}
+			ids := make([]string, len(evs))
+			for i, e := range evs {
+				ids[i] = e.EventID
+			}
+			hose.deliveredOnce(t, ids)
+			hose.withinLimits(t)
+		})
 	}
 }
 

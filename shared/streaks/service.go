@@ -18,7 +18,7 @@ import (
 
 // MaxAttempts bounds how often an activity is retried after losing a race
 // with another activity of the same player.
-const MaxAttempts = 12
+const MaxAttempts = 20
 
 // dirtyUser prefixes the cache-generation marker of a player whose streak
 // write Redis lost: a repair refreshes their cached streak and rebuilds the
@@ -136,9 +136,12 @@ func (s *Service) writeThrough(ctx context.Context, st State) {
 	}
 }
 
+// backoff waits before retry attempt: exponential from 10 ms up to 400 ms,
+// half of it random, so a burst of one player's activities spreads out
+// instead of colliding again on the same version.
 func backoff(ctx context.Context, attempt int) {
-	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-	d += rand.N(d)
+	d := min(10*time.Millisecond<<min(attempt, 6), 400*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
