@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/rallyhq/rally/shared/cachegen"
@@ -35,6 +36,8 @@ type Service struct {
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Metrics  *obs.Metrics
+
+	players players
 }
 
 // Recorded is the outcome of Record: the response body, and whether it is
@@ -51,6 +54,10 @@ func (s *Service) Record(ctx context.Context, user, key, hash string, a Activity
 	if err != nil {
 		return Recorded{}, err
 	}
+	// Activities of one player in this process take turns; the version
+	// guard still settles races between processes (Lambda instances).
+	unlock := s.players.lock(user)
+	defer unlock()
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		if attempt > 0 {
 			backoff(ctx, attempt)
@@ -147,6 +154,43 @@ func backoff(ctx context.Context, attempt int) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// players serialises the activities of each player within a process, so
+// a burst from one player does not become a burst of transactions that
+// all but one must lose and retry.
+type players struct {
+	mu    sync.Mutex
+	locks map[string]*playerLock
+}
+
+type playerLock struct {
+	sync.Mutex
+	waiters int
+}
+
+// lock takes the player's turn and returns the function that gives it up.
+func (p *players) lock(user string) func() {
+	p.mu.Lock()
+	if p.locks == nil {
+		p.locks = map[string]*playerLock{}
+	}
+	l := p.locks[user]
+	if l == nil {
+		l = &playerLock{}
+		p.locks[user] = l
+	}
+	l.waiters++
+	p.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		p.mu.Lock()
+		if l.waiters--; l.waiters == 0 {
+			delete(p.locks, user)
+		}
+		p.mu.Unlock()
 	}
 }
 
