@@ -129,14 +129,14 @@ func (s *Shipper) ship(ctx context.Context, batch []pending) (failedAt int, err 
 	if len(unsent) == 0 {
 		return -1, nil
 	}
-	todo := make(map[string]bool, len(unsent))
+	unsentIDs := make(map[string]bool, len(unsent))
 	for _, id := range unsent {
-		todo[id] = true
+		unsentIDs[id] = true
 	}
 	var queue []pending
 	var users []string
 	for _, p := range batch {
-		if todo[p.event.EventID] {
+		if unsentIDs[p.event.EventID] {
 			queue = append(queue, p)
 			users = append(users, p.user)
 		}

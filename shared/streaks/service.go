@@ -50,10 +50,21 @@ type Recorded struct {
 // Record records one activity of user under an idempotency key; hash
 // identifies the request so a reused key with another body is refused.
 func (s *Service) Record(ctx context.Context, user, key, hash string, a Activity) (Recorded, error) {
-	region, err := s.RegionOf(ctx, user)
-	if err != nil {
-		return Recorded{}, err
+	// The region comes from the profile; read it while the streak and the
+	// day are read, not before them.
+	type found struct {
+		region string
+		err    error
 	}
+	lookup := make(chan found, 1)
+	go func() {
+		r, err := s.RegionOf(ctx, user)
+		lookup <- found{r, err}
+	}()
+	region := sync.OnceValues(func() (string, error) {
+		f := <-lookup
+		return f.region, f.err
+	})
 	// Activities of one player in this process take turns; the version
 	// guard still settles races between processes (Lambda instances).
 	unlock := s.players.lock(user)
@@ -83,7 +94,7 @@ func (s *Service) Record(ctx context.Context, user, key, hash string, a Activity
 
 // prepare reads the player's state and the day's totals and computes the
 // transaction of one attempt.
-func (s *Service) prepare(ctx context.Context, user, key, hash, region string, a Activity) (Commit, error) {
+func (s *Service) prepare(ctx context.Context, user, key, hash string, regionOf func() (string, error), a Activity) (Commit, error) {
 	prev, _, err := s.Store.Get(ctx, user)
 	if err != nil {
 		return Commit{}, err
@@ -94,6 +105,10 @@ func (s *Service) prepare(ctx context.Context, user, key, hash, region string, a
 		return Commit{}, err
 	}
 	next, out := Apply(prev, day, a)
+	region, err := regionOf()
+	if err != nil {
+		return Commit{}, err
+	}
 	next.Region, next.PrevRegion = region, ""
 	if prev.Region != region {
 		next.PrevRegion = prev.Region
