@@ -81,8 +81,12 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	suppress(f.CursorSecret, "SMG4", "The cursor key only signs short-lived pagination cursors; "+
 		"rotating it invalidates every cursor in flight, so it is rotated by redeploying a new secret value "+
 		"rather than on a schedule.")
+	added := map[string]bool{}
 	for _, r := range props.Routes {
-		f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routeTimeout})
+		if !added[r.Function] {
+			added[r.Function] = true
+			f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routeTimeout})
+		}
 	}
 	for _, p := range processorSpecs(props.Processors) {
 		f.add(props, p)

@@ -205,14 +205,18 @@ func validate(p Props) error {
 	// A function serves one route, or reads one or more streams: a
 	// processor is declared once per stream it reads, all with the same
 	// schedule.
+	// Two routes share a function only as one endpoint offered to players
+	// and to services (an HTTP API route has one authorizer).
 	functions := map[string]bool{}
-	routeFunctions := map[string]bool{}
+	routeFunctions := map[string]routes.Route{}
 	routeKeys := map[string]bool{}
 	for _, r := range p.Routes {
-		if functions[r.Function] {
-			bad("function %s is declared twice", r.Function)
+		if first, ok := routeFunctions[r.Function]; ok && (first.Method != r.Method || first.Auth == r.Auth) {
+			bad("function %s serves %s and %s; a function serves one endpoint", r.Function, first.Key(), r.Key())
+		} else if !ok {
+			routeFunctions[r.Function] = r
 		}
-		functions[r.Function], routeFunctions[r.Function] = true, true
+		functions[r.Function] = true
 		checkUses(r.Function, r.Uses)
 		if routeKeys[r.Key()] {
 			bad("route %s is declared twice", r.Key())
@@ -225,7 +229,7 @@ func validate(p Props) error {
 	readers := map[string][]string{}
 	ticks := map[string]time.Duration{}
 	for _, proc := range p.Processors {
-		if routeFunctions[proc.Function] {
+		if _, ok := routeFunctions[proc.Function]; ok {
 			bad("function %s is declared as both a route and a processor", proc.Function)
 		}
 		if tick, ok := ticks[proc.Function]; ok && tick != proc.Tick {

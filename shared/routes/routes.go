@@ -239,6 +239,55 @@ var StreakProcessor = Processor{
 	Tick:         time.Minute,
 }
 
+// Privacy. An HTTP API route has one authorizer, so an endpoint open to a
+// player (for themselves) and to services is declared twice, with one
+// function: under /v1/users for players (JWT) and under /v1/ops for
+// services (IAM).
+var (
+	EraseUser = Route{
+		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Auth: Player,
+		Summary: "Erase the caller and everything Rally holds about them",
+		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
+	}
+	EraseUserByService = Route{
+		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Auth: Service,
+		Summary: "Erase a user and everything Rally holds about them",
+		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
+	}
+	ErasureStatus = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Auth: Player,
+		Summary: "Whether the caller's erasure is still pending or complete",
+		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
+	}
+	ErasureStatusByService = Route{
+		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Auth: Service,
+		Summary: "Whether a user's erasure is still pending or complete",
+		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
+	}
+)
+
+// ErasureProcessor carries out erasures: started by the Erasures stream,
+// and on every tick it resumes any erasure still pending (one a crash
+// interrupted, or one waiting for a processor to catch up).
+var ErasureProcessor = Processor{
+	Function: "erasure-processor",
+	Source:   schema.Erasures,
+	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, Redis",
+	Uses: Uses{
+		Reads: []schema.Table{schema.Leaderboards},
+		Writes: []schema.Table{
+			schema.Erasures, schema.Reactions, schema.Counters, schema.Idempotency, schema.Scores,
+			schema.ScoreEvents, schema.Players, schema.Streaks, schema.Activity,
+		},
+		Redis: true,
+	},
+	BatchSize:    10,
+	BatchWindow:  0,
+	MaxRetries:   3,
+	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
+}
+
 // analyticsShipper reads one stream for the analytics shipper.
 func analyticsShipper(source schema.Table) Processor {
 	return Processor{
@@ -246,6 +295,7 @@ func analyticsShipper(source schema.Table) Processor {
 		Source:   source,
 		Summary:  "Maps domain changes to versioned analytics events and ships them to Firehose, each once",
 		Uses: Uses{
+			Reads:     []schema.Table{schema.Erasures},
 			Writes:    []schema.Table{schema.Players, schema.Counters},
 			Analytics: true,
 		},
@@ -307,19 +357,24 @@ var All = []Route{
 	LikePost, UnlikePost, ToggleLike, CountLikes,
 	PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 	RecordActivity, GetStreak, PointsHistory, StreaksTop,
+	EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 }
 
 // Processors lists every stream processor.
 var Processors = []Processor{
 	CounterProcessor, LeaderboardProcessor, StreakProcessor,
 	AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
+	ErasureProcessor,
 }
 
-// Functions returns the name of every Lambda function, routes then processors.
+// Functions returns the name of every Lambda function, routes then
+// processors, each once.
 func Functions() []string {
 	var names []string
 	for _, r := range All {
-		names = append(names, r.Function)
+		if !slices.Contains(names, r.Function) {
+			names = append(names, r.Function)
+		}
 	}
 	for _, p := range Processors {
 		if !slices.Contains(names, p.Function) {

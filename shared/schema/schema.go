@@ -85,6 +85,9 @@ const (
 	AttrRegionPK = "region_live_pk"
 	AttrLiveSK   = "live_sk"
 	AttrBreaksAt = "breaks_at"
+	AttrUserHash = "user_hash"
+	AttrPending  = "pending"
+	AttrAskedAt  = "requested_at"
 )
 
 // Index names.
@@ -94,6 +97,7 @@ const (
 	IndexScoresByScore     = "by_score"
 	IndexStreaksLive       = "by_streak"
 	IndexStreaksRegion     = "by_region_streak"
+	IndexErasuresPending   = "by_pending"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -225,8 +229,26 @@ var Activity = Table{
 	Purpose:      "points events, daily totals and activity idempotency records",
 }
 
+// Erasures holds one record per erased user, keyed by a hash of the user id:
+// the erasure id, its status and times. While an erasure is PENDING the
+// record also holds the user id (the job needs it) and the sparse by_pending
+// index lists it, so a scheduled run finishes erasures a crash interrupted;
+// completing drops both, and the hash is all that stays.
+var Erasures = Table{
+	Name:         "Erasures",
+	PartitionKey: Key{AttrUserHash, String},
+	GlobalIndexes: []Index{{
+		Name:         IndexErasuresPending,
+		PartitionKey: Key{AttrPending, String},
+		SortKey:      &Key{AttrAskedAt, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Stream:  true,
+	Purpose: "erasure requests and their hashed audit records",
+}
+
 // All lists every table Rally owns.
-var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity}
+var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures}
 
 // ByName returns the declared table with the given logical name.
 func ByName(name string) (Table, bool) {

@@ -1,0 +1,17 @@
+// Command erasure-status is the Lambda behind GET /v1/users/{user_id}/erasure
+// (a player) and GET /v1/ops/users/{user_id}/erasure (a service).
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func main() {
+	deps := app.MustLoad(context.Background())
+	lambda.Start(deps.HTTP(routes.ErasureStatus))
+}
