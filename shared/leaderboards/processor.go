@@ -17,6 +17,8 @@ import (
 
 // Sync is the processor's view of the Redis boards.
 type Sync interface {
+	// Apply writes scores of one board period, versioned. A Removed score
+	// (erasure) is forgotten, leaving nothing that holds the player's id.
 	Apply(ctx context.Context, d Definition, period string, scores []Score) error
 	Rebuild(ctx context.Context, d Definition, period string, expected int64, scan func(fn func([]Score) error) error) error
 }
@@ -63,6 +65,8 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 			latest[bp] = map[string]Score{}
 			order = append(order, bp)
 		}
+		// A deletion (erasure) comes one version past the score it deleted,
+		// so it is kept over every record of that score.
 		if cur, seen := latest[bp][s.PlayerID]; !seen || cur.Version < s.Version {
 			latest[bp][s.PlayerID] = s
 		}

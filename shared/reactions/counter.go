@@ -20,6 +20,9 @@ import (
 type Sync interface {
 	// Apply mirrors durable tallies and edge states, versioned.
 	Apply(ctx context.Context, tallies []Tally, edges []Edge) error
+	// ForgetEdges drops deleted edges (erasure) from their users' cached
+	// edges, writing nothing else.
+	ForgetEdges(ctx context.Context, refs []Ref) error
 	// ForgetUser drops a user's cached edges.
 	ForgetUser(ctx context.Context, user string) error
 	// ComputeTop reads a trending list straight from Redis.
@@ -117,10 +120,13 @@ func (p *CounterProcessor) apply(ctx context.Context, changes []Change) error {
 }
 
 // mirror writes the batch's results to Redis; on failure it records what
-// went dirty (durably — only a failure to do that fails the batch).
+// went dirty (durably — only a failure to do that fails the batch). An
+// edge whose latest change is its deletion (erasure) is dropped from its
+// user's cached edges rather than remembered: the erasure deletes that
+// cache once the deletions are counted, and nothing here may write it back.
 func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now time.Time) error {
 	touched := map[Target][]BucketRef{}
-	latest := map[Ref]Edge{}
+	latest := map[Ref]Change{}
 	for _, c := range changes {
 		t := c.Target()
 		if _, ok := touched[t]; !ok {
@@ -130,33 +136,42 @@ func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now tim
 			touched[t] = appendBucket(touched[t], BucketOf(Hourly, c.At))
 			touched[t] = appendBucket(touched[t], BucketOf(Daily, c.At))
 		}
+		// A deletion comes one version past the edge it deleted.
 		if e, ok := latest[c.Ref]; !ok || e.Version < c.Version {
-			state := Removed
-			if c.Active {
-				state = Active
-			}
-			latest[c.Ref] = Edge{Ref: c.Ref, State: state, Version: c.Version, UpdatedAt: c.At}
+			latest[c.Ref] = c
 		}
 	}
 	edges := make([]Edge, 0, len(latest))
-	for _, e := range latest {
-		edges = append(edges, e)
+	var deleted []Ref
+	for _, c := range latest {
+		if c.Deleted {
+			deleted = append(deleted, c.Ref)
+			continue
+		}
+		state := Removed
+		if c.Active {
+			state = Active
+		}
+		edges = append(edges, Edge{Ref: c.Ref, State: state, Version: c.Version, UpdatedAt: c.At})
 	}
 	tallies, err := p.Counts.Tallies(ctx, touched)
 	if err == nil {
 		err = p.Mirror.Apply(ctx, tallies, edges)
+	}
+	if err == nil && len(deleted) > 0 {
+		err = p.Mirror.ForgetEdges(ctx, deleted)
 	}
 	if err == nil {
 		return nil
 	}
 	p.Log.WarnContext(ctx, "redis mirror update failed; marking keys dirty", "targets", len(touched), "error", err.Error())
 	p.Metrics.Count("ReactionMirrorFailures", 1, nil)
-	keys := make([]string, 0, len(touched)+len(edges))
+	keys := make([]string, 0, len(touched)+len(latest))
 	for t := range touched {
 		keys = append(keys, dirtyTarget+string(t.Kind)+"#"+t.ID)
 	}
-	for _, e := range edges {
-		keys = append(keys, dirtyUser+e.UserID)
+	for ref := range latest {
+		keys = append(keys, dirtyUser+ref.UserID)
 	}
 	return p.Gen.MarkDirty(ctx, keys, now)
 }

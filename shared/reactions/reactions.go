@@ -95,6 +95,9 @@ type Change struct {
 	// active, 0 when its activity did not change.
 	Delta int
 	At    time.Time
+	// Deleted is set when the edge itself was deleted (erasure): nothing
+	// may cache it any more.
+	Deleted bool
 }
 
 // Window is a trending window.

@@ -3,6 +3,7 @@ package streaks
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,8 +49,14 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 		if !seen {
 			order = append(order, st.UserID)
 		}
+		// An erasure (Removed) carries the version of the record it
+		// deleted, so it is kept over that record and every older one.
 		if !seen || cur.Version < st.Version || (cur.Version == st.Version && st.Removed) {
-			if seen && st.PrevRegion == "" && cur.Region != st.Region {
+			switch {
+			case seen && st.Removed:
+				// The erasure clears every board the batch's changes touched.
+				st.Regions = slices.Concat(st.Regions, cur.Regions, []string{cur.Region, cur.PrevRegion})
+			case seen && st.PrevRegion == "" && cur.Region != st.Region:
 				// Two moves in one batch: the board must leave the first region too.
 				st.PrevRegion = cur.Region
 			}
@@ -110,7 +117,9 @@ func (p *Processor) repair(ctx context.Context, now time.Time) {
 	}
 }
 
-// refresh rewrites the cached streaks the markers name from DynamoDB.
+// refresh rewrites the cached streaks the markers name from DynamoDB. A
+// player who has none was erased (a marker is only left by a write): the
+// erasure is put again, so what the lost write would have erased goes.
 func (p *Processor) refresh(ctx context.Context, markers []cachegen.Marker) error {
 	var states []State
 	for _, m := range markers {
@@ -122,9 +131,10 @@ func (p *Processor) refresh(ctx context.Context, markers []cachegen.Marker) erro
 		if err != nil {
 			return err
 		}
-		if found {
-			states = append(states, st)
+		if !found {
+			st = State{UserID: user, Removed: true}
 		}
+		states = append(states, st)
 	}
 	if len(states) == 0 {
 		return nil

@@ -78,7 +78,11 @@ type State struct {
 	Region string
 	// PrevRegion is the region before this change, when it changed: the
 	// boards move the player. Set by the stream decoder and the handler.
-	PrevRegion  string
+	PrevRegion string
+	// Regions are every region the streak was ever in, as the stream
+	// decoder reads them from the record: erasure takes the player off
+	// each of those boards. Not part of what caches keep.
+	Regions     []string
 	TotalPoints int64
 	// Version grows by one with every activity; the transaction is guarded
 	// by it and caches keep the newest.
@@ -206,7 +210,7 @@ type Cache interface {
 	// Cached returns a player's cached state; ok is false on a miss.
 	Cached(ctx context.Context, user string) (st State, ok bool, err error)
 	// Put writes states (newer versions only) to the cache and the boards;
-	// a Removed state leaves them.
+	// a Removed state (erasure) takes every trace of the player out.
 	Put(ctx context.Context, states ...State) error
 	// Top ranks the streaks live at now, globally or in one region. It
 	// fails while Redis cannot be trusted.

@@ -84,14 +84,27 @@ func (m *Mirror) Upsert(ctx context.Context, d leaderboards.Definition, s leader
 	return res.Rank, res.Total, nil
 }
 
-// Apply writes many scores of one board period (processors), versioned.
+// Apply writes many scores of one board period (processors), versioned. A
+// Removed score comes only from a deleted item (erasure): the player is
+// forgotten, entry, lookup and version alike, since a tombstone would keep
+// their id in Redis.
 func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period string, scores []leaderboards.Score) error {
-	items := make([]ranking.Item, len(scores))
-	for i, s := range scores {
-		items[i] = item(s)
+	b := Board(d, period)
+	items := make([]ranking.Item, 0, len(scores))
+	for _, s := range scores {
+		if !s.Removed {
+			items = append(items, item(s))
+			continue
+		}
+		if err := m.Rank.Forget(ctx, b, s.PlayerID); err != nil {
+			return fmt.Errorf("erase %s from %s#%s: %w", s.PlayerID, d.ID, period, err)
+		}
 	}
-	if _, err := m.Rank.UpsertMany(ctx, Board(d, period), items); err != nil {
-		return fmt.Errorf("mirror %d scores of %s#%s: %w", len(scores), d.ID, period, err)
+	if len(items) == 0 {
+		return nil
+	}
+	if _, err := m.Rank.UpsertMany(ctx, b, items); err != nil {
+		return fmt.Errorf("mirror %d scores of %s#%s: %w", len(items), d.ID, period, err)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, e
 		c.Ref = before.edge().Ref
 		c.Version = before.Ver + 1
 		c.At = rec.Change.ApproximateCreationDateTime.UTC()
+		c.Deleted = true
 	default:
 		return reactions.Change{}, false, nil
 	}

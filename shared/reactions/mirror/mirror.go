@@ -158,6 +158,28 @@ func (m *Mirror) ForgetUser(ctx context.Context, user string) error {
 	return m.Redis.Del(ctx, membershipKey(user)).Err()
 }
 
+// ForgetEdges drops deleted edges (erasure) from their users' cached edges,
+// one HDEL per user, all in one round trip. It writes nothing else, so a
+// user whose every cached edge goes is left with no key at all (Redis
+// drops an emptied hash).
+func (m *Mirror) ForgetEdges(ctx context.Context, refs []reactions.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	fields := map[string][]string{}
+	for _, r := range refs {
+		fields[r.UserID] = append(fields[r.UserID], membershipField(r.Kind, r.TargetID))
+	}
+	pipe := m.Redis.Pipeline()
+	for user, fs := range fields {
+		pipe.HDel(ctx, membershipKey(user), fs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("forget %d deleted edges: %w", len(refs), err)
+	}
+	return nil
+}
+
 // Count reads a cached count in one round trip.
 func (m *Mirror) Count(ctx context.Context, t reactions.Target) (reactions.Count, bool, error) {
 	if err := m.trusted(ctx); err != nil {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -104,11 +108,60 @@ func (s *Store) transaction(c streaks.Commit) ([]types.TransactWriteItem, error)
 		TableName: aws.String(s.Activity), Item: eventAV, ConditionExpression: aws.String(newKey),
 	}}
 	items[dayItemAt] = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.Activity), Item: dayAV}}
-	items[streakItemAt] = types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.Streaks), Item: streakAV,
-		ConditionExpression: aws.String(guard), ExpressionAttributeValues: vals,
-	}}
+	items[streakItemAt] = types.TransactWriteItem{Update: streakUpdate(s.Streaks, streakAV, c.Next.Region, guard, vals)}
 	return items, nil
+}
+
+// streakAttrs are the attribute names of a streak item but its key and
+// its regions, read from streakItem's tags.
+var streakAttrs = func() []string {
+	var names []string
+	t := reflect.TypeFor[streakItem]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("dynamodbav"), ",")
+		if name != schema.AttrUserID && name != regionsAttr {
+			names = append(names, name)
+		}
+	}
+	return names
+}()
+
+// streakUpdate writes the streak item as a Put of item would (attributes
+// item lacks are removed, which keeps the indexes sparse), except that the
+// region is added to the item's regions set rather than written: the set
+// only grows, so it holds every region the streak was ever in, whatever
+// the state the commit was computed from carried.
+func streakUpdate(table string, item map[string]types.AttributeValue, region, guard string, guardVals map[string]types.AttributeValue) *types.Update {
+	names := map[string]string{}
+	vals := maps.Clone(guardVals)
+	if vals == nil {
+		vals = map[string]types.AttributeValue{}
+	}
+	var set, remove []string
+	for i, attr := range streakAttrs {
+		name := "#a" + strconv.Itoa(i)
+		names[name] = attr
+		if v, ok := item[attr]; ok {
+			vals[":a"+strconv.Itoa(i)] = v
+			set = append(set, name+" = :a"+strconv.Itoa(i))
+		} else {
+			remove = append(remove, name)
+		}
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	if region != "" {
+		names["#regions"] = regionsAttr
+		vals[":region"] = &types.AttributeValueMemberSS{Value: []string{region}}
+		expr += " ADD #regions :region"
+	}
+	return &types.Update{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{schema.AttrUserID: item[schema.AttrUserID]},
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(guard),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
+	}
 }
 
 // checkCommit refuses what DynamoDB would refuse, or what the keys could

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,7 @@ func TestCommitReadsBackEveryField(t *testing.T) {
 		{"k6", "", "Pacific/Pago_Pago", streaks.LevelCompleted, at.Add(50*time.Hour + 1e6)}, // same day, leaves the region
 	}
 	days := map[string]streaks.Day{}
+	everIn := map[string]bool{}
 	for _, st := range steps {
 		c := r.record(t, user, st.key, st.region, streaks.Activity{Type: st.typ, Source: streaks.Web, Timezone: st.zone, At: st.at})
 		days[c.Day.Date] = c.Day
@@ -105,6 +107,19 @@ func TestCommitReadsBackEveryField(t *testing.T) {
 		if _, ok := raw["region"]; ok != (st.region != "") {
 			t.Fatalf("after %s: region attribute present=%v, region %q", st.key, ok, st.region)
 		}
+		// The regions set keeps every region the streak was ever in, for
+		// erasure to clear their boards.
+		if st.region != "" {
+			everIn[st.region] = true
+		}
+		var kept struct {
+			Regions []string `dynamodbav:"regions,stringset"`
+		}
+		if err := attributevalue.UnmarshalMap(raw, &kept); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(kept.Regions)
+		equal(t, "regions after "+st.key, kept.Regions, slices.Sorted(maps.Keys(everIn)))
 	}
 
 	final := r.mustGet(t, user)

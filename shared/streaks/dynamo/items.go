@@ -15,24 +15,32 @@ import (
 // streakItem is a Streaks item. breaks_at, live_pk, region_live_pk and
 // live_sk (the schema's AttrBreaksAt, AttrLivePK, AttrRegionPK, AttrLiveSK)
 // exist only while the streak is running, which keeps the indexes sparse.
+// regions is the set of every region the streak was ever in: commits only
+// add to it (see streakUpdate), and erasure reads it from the stream to
+// take the player off every regional board they were on.
 type streakItem struct {
-	UserID      string  `dynamodbav:"user_id"`
-	Current     int64   `dynamodbav:"current_streak"`
-	Longest     int64   `dynamodbav:"longest_streak"`
-	LastDate    string  `dynamodbav:"last_activity_date"`
-	ReachedAt   *int64  `dynamodbav:"reached_at,omitempty"`
-	Timezone    string  `dynamodbav:"timezone"`
-	Region      string  `dynamodbav:"region,omitempty"`
-	TotalPoints int64   `dynamodbav:"total_points"`
-	Version     int64   `dynamodbav:"version"`
-	TZChanges   []int64 `dynamodbav:"tz_changes"`
-	TZRejected  int64   `dynamodbav:"tz_rejected"`
-	UpdatedAt   string  `dynamodbav:"updated_at"`
-	BreaksAt    *int64  `dynamodbav:"breaks_at,omitempty"`
-	LivePK      string  `dynamodbav:"live_pk,omitempty"`
-	RegionPK    string  `dynamodbav:"region_live_pk,omitempty"`
-	LiveSK      string  `dynamodbav:"live_sk,omitempty"`
+	UserID      string   `dynamodbav:"user_id"`
+	Current     int64    `dynamodbav:"current_streak"`
+	Longest     int64    `dynamodbav:"longest_streak"`
+	LastDate    string   `dynamodbav:"last_activity_date"`
+	ReachedAt   *int64   `dynamodbav:"reached_at,omitempty"`
+	Timezone    string   `dynamodbav:"timezone"`
+	Region      string   `dynamodbav:"region,omitempty"`
+	TotalPoints int64    `dynamodbav:"total_points"`
+	Version     int64    `dynamodbav:"version"`
+	TZChanges   []int64  `dynamodbav:"tz_changes"`
+	TZRejected  int64    `dynamodbav:"tz_rejected"`
+	UpdatedAt   string   `dynamodbav:"updated_at"`
+	BreaksAt    *int64   `dynamodbav:"breaks_at,omitempty"`
+	LivePK      string   `dynamodbav:"live_pk,omitempty"`
+	RegionPK    string   `dynamodbav:"region_live_pk,omitempty"`
+	LiveSK      string   `dynamodbav:"live_sk,omitempty"`
+	Regions     []string `dynamodbav:"regions,stringset,omitempty"`
 }
+
+// regionsAttr is the streak item's set of regions, which commits add to
+// rather than write.
+const regionsAttr = "regions"
 
 func streakItemOf(st streaks.State) streakItem {
 	it := streakItem{

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -11,8 +12,9 @@ import (
 
 // StateFromRecord reads a streak change from a Streaks stream record: the
 // new image, or for a deleted record (erasure) the old one marked Removed.
-// When the player moved region, PrevRegion names the board they leave. ok
-// is false for a record with no image.
+// When the player moved region, PrevRegion names the board they leave;
+// Regions are every region the streak was ever in. ok is false for a
+// record with no image.
 func StateFromRecord(rec events.DynamoDBEventRecord) (streaks.State, bool, error) {
 	newImage, oldImage := rec.Change.NewImage, rec.Change.OldImage
 	image := newImage
@@ -30,6 +32,7 @@ func StateFromRecord(rec events.DynamoDBEventRecord) (streaks.State, bool, error
 		return streaks.State{}, false, fmt.Errorf("record %s is not a streak", rec.Change.SequenceNumber)
 	}
 	st := it.state()
+	st.Regions = slices.Sorted(slices.Values(it.Regions)) // a set comes in any order
 	if len(newImage) == 0 {
 		st.Removed = true
 		return st, true, nil

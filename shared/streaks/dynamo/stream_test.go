@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,19 +87,27 @@ func (d *streamDecoder) drain() []streaks.State {
 
 // Every change of a streak comes off the stream as the state the store
 // wrote: inserts, updates, region moves (naming the region left, as the
-// boards need) and erasure (the last state, Removed).
+// boards need, and every region the streak was ever in, as erasure needs)
+// and erasure (the last state, Removed).
 func TestStateFromRecordDecodesTheStreaksStream(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	d := decodeStream(t, r)
 	at := time.Date(year, 3, 10, 8, 0, 0, 0, time.UTC)
 	var want []streaks.State
+	everIn := []string{"eu"}
 	for i, region := range []string{"eu", "eu", "na", "", "apac"} {
 		c := r.record(t, "fay", string(rune('a'+i)), region, streaks.Activity{
 			Type: streaks.MatchWon, Source: streaks.Console, Timezone: "Asia/Kolkata", At: at.Add(time.Duration(i) * 20 * time.Hour),
 		})
+		if region != "" && !slices.Contains(everIn, region) {
+			everIn = append(everIn, region)
+			slices.Sort(everIn)
+		}
+		c.Next.Regions = slices.Clone(everIn)
 		want = append(want, c.Next)
 	}
+	equal(t, "regions ever in", want[4].Regions, []string{"apac", "eu", "na"})
 	equal(t, "region moves", []string{want[1].PrevRegion, want[2].PrevRegion, want[3].PrevRegion, want[4].PrevRegion}, []string{"", "eu", "na", ""})
 	equal(t, "decoded changes", d.drain(), want)
 

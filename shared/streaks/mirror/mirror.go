@@ -5,10 +5,11 @@
 // Every write carries the streak's version, so the handler's write-through,
 // the stream, cache fills and rebuilds may race in any order. Boards use
 // twice the streak version: a state of version v is written at 2v, and the
-// streak breaking (or being erased) is a removal at 2v+1, which beats its
-// own entry and loses to the next activity (2v+2). Reads refuse to answer
-// while the cache generation says Redis may be behind, so callers fall back
-// to DynamoDB.
+// streak breaking is a removal at 2v+1, which beats its own entry and loses
+// to the next activity (2v+2). Erasure is the exception: it leaves no
+// tombstone, since a tombstone would keep the player's id (see forget.go).
+// Reads refuse to answer while the cache generation says Redis may be
+// behind, so callers fall back to DynamoDB.
 package mirror
 
 import (
@@ -35,8 +36,8 @@ const Scope = "streaks"
 // ErrStale means Redis cannot be trusted for streaks right now.
 var ErrStale = errors.New("streaks mirror: redis may be behind dynamodb")
 
-// cacheTTL is how long a cached streak (or its erasure tombstone) is kept
-// after its last write: a streak untouched that long is long broken.
+// cacheTTL is how long a cached streak is kept after its last write: a
+// streak untouched that long is long broken.
 const cacheTTL = 8 * 24 * time.Hour
 
 // Mirror is the Redis side of streaks.
@@ -72,13 +73,12 @@ func entryVersion(v int64) int64   { return 2 * v }
 func removalVersion(v int64) int64 { return 2*v + 1 }
 
 // cacheKey is a player's cached streak: "<order>|<state JSON>", where order
-// is the board version of the write (2v, or 2v+1 for an erasure, whose
-// tombstone has no JSON) so an erasure beats the record it erased.
+// is the board version of the write (2v).
 func cacheKey(user string) string { return "rally:streak:" + user }
 
 // putCachedScript stores a cached streak only if its order is newer than
-// the stored one. KEYS[1] key; ARGV[1] order; ARGV[2] state JSON ("" for a
-// tombstone); ARGV[3] ttl ms.
+// the stored one. KEYS[1] key; ARGV[1] order; ARGV[2] state JSON; ARGV[3]
+// ttl ms.
 var putCachedScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -96,7 +96,7 @@ func (m *Mirror) trusted(ctx context.Context) error {
 }
 
 // Cached returns a player's cached streak in one round trip; ok is false on
-// a miss or after an erasure.
+// a miss. (An empty body is the tombstone earlier erasures left: a miss.)
 func (m *Mirror) Cached(ctx context.Context, user string) (streaks.State, bool, error) {
 	if err := m.trusted(ctx); err != nil {
 		return streaks.State{}, false, err
@@ -121,28 +121,36 @@ func (m *Mirror) Cached(ctx context.Context, user string) (streaks.State, bool, 
 
 // cacheCall is the versioned cache write of st.
 func cacheCall(st streaks.State) (cache.ScriptCall, error) {
-	order, body := entryVersion(st.Version), ""
-	if st.Removed {
-		order = removalVersion(st.Version)
-	} else {
-		st.PrevRegion = "" // a move hint for the boards, not part of the record
-		b, err := json.Marshal(st)
-		if err != nil {
-			return cache.ScriptCall{}, fmt.Errorf("encode streak of %s: %w", st.UserID, err)
-		}
-		body = string(b)
+	// Move hints for the boards, not part of the record.
+	st.PrevRegion, st.Regions = "", nil
+	body, err := json.Marshal(st)
+	if err != nil {
+		return cache.ScriptCall{}, fmt.Errorf("encode streak of %s: %w", st.UserID, err)
 	}
 	return cache.ScriptCall{
 		Script: putCachedScript, Keys: []string{cacheKey(st.UserID)},
-		Args: []any{strconv.FormatInt(order, 10), body, cacheTTL.Milliseconds()},
+		Args: []any{strconv.FormatInt(entryVersion(st.Version), 10), string(body), cacheTTL.Milliseconds()},
 	}, nil
 }
 
-// Put writes states to the cache, the boards and the deadlines. The writes
-// go out concurrently, one pipelined round trip each: the cache, the
-// deadlines, the global board and each region board touched. Whatever
-// order they land in, versions decide.
+// Put writes states to the cache, the boards and the deadlines. Erasures
+// (Removed states) go first, each taking every trace of its player out of
+// Redis; the other writes then go out concurrently, one pipelined round
+// trip each: the cache, the deadlines, the global board and each region
+// board touched. Whatever order they land in, versions decide.
 func (m *Mirror) Put(ctx context.Context, states ...streaks.State) error {
+	if len(states) == 0 {
+		return nil
+	}
+	for _, st := range states {
+		if err := validate(st); err != nil {
+			return err
+		}
+	}
+	states, erased := splitErasures(states)
+	if err := m.eraseAll(ctx, erased); err != nil {
+		return err
+	}
 	if len(states) == 0 {
 		return nil
 	}
@@ -150,9 +158,6 @@ func (m *Mirror) Put(ctx context.Context, states ...streaks.State) error {
 	boards := map[string][]ranking.Item{} // region ("" global) → items
 	var deadlines []redis.Z
 	for _, st := range states {
-		if err := validate(st); err != nil {
-			return err
-		}
 		c, err := cacheCall(st)
 		if err != nil {
 			return err
@@ -198,10 +203,15 @@ func (m *Mirror) upsertBoards(ctx context.Context, g *errgroup.Group, boards map
 }
 
 // validate refuses, before anything is written, a state the boards could
-// not take: a deadline written for it would fail every sweep after.
+// not take: a deadline written for it would fail every sweep after. An
+// erasure needs only the player's id (regions no board could have are
+// skipped).
 func validate(st streaks.State) error {
 	if st.UserID == "" || len(st.UserID) > ranking.MaxIDLen {
 		return fmt.Errorf("put streak: user id must be 1 to %d bytes, got %d", ranking.MaxIDLen, len(st.UserID))
+	}
+	if st.Removed {
+		return nil
 	}
 	if st.Version < 0 || removalVersion(st.Version) > ranking.MaxVersion {
 		return fmt.Errorf("put streak of %s: version %d out of range", st.UserID, st.Version)
@@ -216,12 +226,12 @@ func validate(st streaks.State) error {
 // board). A live streak is written at 2v to the global board and its
 // region's; leaving a region removes it there at 2v, the move's own
 // version, so later stale records of the old region cannot bring it back.
-// An erased record (or one with no streak) leaves every board at 2v+1.
-// Whether a streak is still live is the sweep's call: Put has no clock.
+// A record with no streak leaves every board at 2v+1. Whether a streak is
+// still live is the sweep's call: Put has no clock.
 func boardItems(st streaks.State) map[string]ranking.Item {
 	out := map[string]ranking.Item{}
 	moved := st.PrevRegion != "" && st.PrevRegion != st.Region
-	if st.Removed || st.Current <= 0 {
+	if st.Current <= 0 {
 		gone := ranking.Item{ID: st.UserID, Version: removalVersion(st.Version), Removed: true}
 		out[""] = gone
 		if st.Region != "" {
