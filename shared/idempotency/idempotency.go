@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -37,6 +38,8 @@ const (
 
 // DB is the part of the DynamoDB API the store uses.
 type DB interface {
+	ddb.Batcher
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -87,6 +90,9 @@ type record struct {
 	Token       string `dynamodbav:"token"`
 	LockedUntil int64  `dynamodbav:"locked_until_ms"`
 	ExpiresAt   int64  `dynamodbav:"expires_at"`
+	// Owner is the caller the record belongs to; it places the record in
+	// the sparse by_owner index, so erasing a user finds their records.
+	Owner string `dynamodbav:"owner,omitempty"`
 	Result
 }
 
@@ -129,7 +135,7 @@ func (s *Store) tryBegin(ctx context.Context, k Key, hash string) (*Claim, *Resu
 	now := s.Clock.Now()
 	token := newToken()
 	rec := record{
-		PK: k.id(), Status: InProgress, Hash: hash, Token: token,
+		PK: k.id(), Owner: k.Caller, Status: InProgress, Hash: hash, Token: token,
 		LockedUntil: now.Add(s.lease()).UnixMilli(),
 		ExpiresAt:   now.Add(s.expiry()).Unix(),
 	}
@@ -276,4 +282,40 @@ func newToken() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// EraseOwner deletes every record of user (see Key.Caller) and returns how
+// many it deleted. It finds them by the by_owner index, which is
+// eventually consistent: a record written a moment before may be missed,
+// and a later run deletes it. Safe to run again; errors never name the
+// user.
+func (s *Store) EraseOwner(ctx context.Context, user string) (int, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		IndexName:                 aws.String(schema.IndexIdempotencyByOwner),
+		KeyConditionExpression:    aws.String("#owner = :u"),
+		ExpressionAttributeNames:  map[string]string{"#owner": schema.AttrOwner},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
+	}
+	erased := 0
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return erased, errs.Wrap(errs.Unavailable, fmt.Errorf("idempotency: list an owner's records: %w", err), "the idempotency store is unreachable")
+		}
+		reqs := make([]types.WriteRequest, 0, len(out.Items))
+		for _, it := range out.Items {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{
+				Key: map[string]types.AttributeValue{schema.AttrPK: it[schema.AttrPK]},
+			}})
+		}
+		if err := ddb.BatchWrite(ctx, s.DB, s.Table, reqs); err != nil {
+			return erased, errs.Wrap(errs.Unavailable, fmt.Errorf("idempotency: erase an owner's records: %w", err), "the idempotency store is unreachable")
+		}
+		erased += len(reqs)
+		if len(out.LastEvaluatedKey) == 0 {
+			return erased, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }

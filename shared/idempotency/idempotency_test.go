@@ -3,10 +3,14 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/clock"
@@ -138,5 +142,63 @@ func TestLeasesAndExpiry(t *testing.T) {
 	clk.Advance(25 * time.Hour)
 	if claim, stored, err := s.Begin(ctx, key, "other-hash"); err != nil || stored != nil || claim == nil {
 		t.Fatalf("after expiry the key is free again: claim=%v stored=%v err=%v", claim, stored, err)
+	}
+}
+
+// pagedDB returns at most two items per Query page, so an erasure that
+// trusted one page would leave records behind.
+type pagedDB struct{ *dynamodb.Client }
+
+func (d pagedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	in.Limit = aws.Int32(2)
+	return d.Client.Query(ctx, in, opts...)
+}
+
+func TestEraseOwnerDeletesEveryRecordOfTheUserAndNoOtherUsers(t *testing.T) {
+	ctx := context.Background()
+	db, names, _ := testenv.DynamoDB(t)
+	s := &idempotency.Store{DB: pagedDB{db}, Table: names.Of(schema.Idempotency), Clock: clock.System{}, Wait: time.Millisecond}
+	done := func(context.Context) (idempotency.Result, error) {
+		return idempotency.Result{Status: 200, Body: []byte(`{"favorite":"g1"}`)}, nil
+	}
+	var erased []idempotency.Key
+	for i := range 5 {
+		k := idempotency.Key{Route: "favorite-game", Caller: "erased-ann", Value: fmt.Sprintf("k-%d", i)}
+		if _, _, err := s.Run(ctx, k, "h", done); err != nil {
+			t.Fatal(err)
+		}
+		erased = append(erased, k)
+	}
+	// One more still in progress, on another route.
+	inProgress := idempotency.Key{Route: "toggle-like", Caller: "erased-ann", Value: "k-9"}
+	if _, _, err := s.Begin(ctx, inProgress, "h"); err != nil {
+		t.Fatal(err)
+	}
+	erased = append(erased, inProgress)
+	kept := idempotency.Key{Route: "favorite-game", Caller: "kept-bob", Value: "k-0"}
+	if _, _, err := s.Run(ctx, kept, "h", done); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := s.EraseOwner(ctx, "erased-ann")
+	if err != nil || n != len(erased) {
+		t.Fatalf("erased %d records (%v), want %d", n, err, len(erased))
+	}
+	for _, k := range erased {
+		// With the record gone the key is free: a new request claims it
+		// instead of getting the stored response.
+		claim, stored, err := s.Begin(ctx, k, "other-hash")
+		if err != nil || stored != nil || claim == nil {
+			t.Fatalf("key %s after erasure: claim=%v stored=%v err=%v", k.Value, claim, stored, err)
+		}
+		if err := s.Release(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, replayed, err := s.Run(ctx, kept, "h", done); err != nil || !replayed {
+		t.Fatalf("another user's record: replayed=%v err=%v, want it kept", replayed, err)
+	}
+	if n, err := s.EraseOwner(ctx, "erased-ann"); err != nil || n != 0 {
+		t.Fatalf("a second erasure deleted %d records (%v), want 0", n, err)
 	}
 }

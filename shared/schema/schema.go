@@ -88,16 +88,24 @@ const (
 	AttrUserHash = "user_hash"
 	AttrPending  = "pending"
 	AttrAskedAt  = "requested_at"
+	// AttrPlayerKey is the player id copied onto each Scores score item
+	// (never the period's meta item), keying the sparse by_player index.
+	AttrPlayerKey = "player_key"
+	// AttrOwner is the caller an Idempotency record belongs to, keying the
+	// sparse by_owner index.
+	AttrOwner = "owner"
 )
 
 // Index names.
 const (
-	IndexReactionsByTime   = "by_time"
-	IndexReactionsByTarget = "by_target"
-	IndexScoresByScore     = "by_score"
-	IndexStreaksLive       = "by_streak"
-	IndexStreaksRegion     = "by_region_streak"
-	IndexErasuresPending   = "by_pending"
+	IndexReactionsByTime    = "by_time"
+	IndexReactionsByTarget  = "by_target"
+	IndexScoresByScore      = "by_score"
+	IndexStreaksLive        = "by_streak"
+	IndexStreaksRegion      = "by_region_streak"
+	IndexErasuresPending    = "by_pending"
+	IndexScoresByPlayer     = "by_player"
+	IndexIdempotencyByOwner = "by_owner"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -135,9 +143,16 @@ var Counters = Table{
 }
 
 // Idempotency holds HTTP idempotency records keyed by route, caller and key.
+// by_owner lists a caller's records, so erasing a user finds them without a
+// scan; it is sparse (records without a caller carry no owner).
 var Idempotency = Table{
 	Name:         "Idempotency",
 	PartitionKey: Key{AttrPK, String},
+	GlobalIndexes: []Index{{
+		Name:         IndexIdempotencyByOwner,
+		PartitionKey: Key{AttrOwner, String},
+		Projection:   ProjectKeysOnly,
+	}},
 	TTLAttribute: TTL,
 	Purpose:      "Idempotency-Key records: status, payload hash, stored response",
 }
@@ -160,7 +175,8 @@ var Leaderboards = Table{
 // per-period meta item (sk "#meta") counting members. by_score orders a
 // period's scores best first, spread over a few write shards so a busy
 // board does not hot-spot one index partition; Redis-less reads rank by
-// counting in it.
+// counting in it. by_player lists every board period a player has a score
+// in, for erasure; it is sparse because only score items carry player_key.
 var Scores = Table{
 	Name:         "Scores",
 	PartitionKey: Key{AttrPK, String},
@@ -169,6 +185,11 @@ var Scores = Table{
 		Name:         IndexScoresByScore,
 		PartitionKey: Key{AttrRankPK, String},
 		SortKey:      &Key{AttrRankSK, String},
+		Projection:   ProjectKeysOnly,
+	}, {
+		Name:         IndexScoresByPlayer,
+		PartitionKey: Key{AttrPlayerKey, String},
+		SortKey:      &Key{AttrPK, String},
 		Projection:   ProjectKeysOnly,
 	}},
 	Stream:  true,

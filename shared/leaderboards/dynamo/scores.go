@@ -40,7 +40,9 @@ type Scores struct {
 
 var _ leaderboards.Scores = (*Scores)(nil)
 
-// scoreItem is a Scores item. rank_pk and rank_sk place it in by_score.
+// scoreItem is a Scores item. rank_pk and rank_sk place it in by_score;
+// player_key places it in by_player (the period's meta item has none, so it
+// stays out of that index).
 type scoreItem struct {
 	PK          string `dynamodbav:"pk"`
 	PlayerID    string `dynamodbav:"player_id"`
@@ -53,6 +55,7 @@ type scoreItem struct {
 	Period      string `dynamodbav:"period"`
 	RankPK      string `dynamodbav:"rank_pk"`
 	RankSK      string `dynamodbav:"rank_sk"`
+	PlayerKey   string `dynamodbav:"player_key"`
 }
 
 func (it scoreItem) score() leaderboards.Score {
@@ -67,8 +70,9 @@ func itemOf(o leaderboards.Order, s leaderboards.Score) scoreItem {
 	return scoreItem{
 		PK: PeriodKey(s.Board, s.Period), PlayerID: s.PlayerID, Score: s.Score, ReachedAt: s.ReachedAt.UnixMilli(),
 		Ver: s.Version, LastMatchID: s.LastMatchID, UpdatedAt: formatTime(s.UpdatedAt), Board: s.Board, Period: s.Period,
-		RankPK: RankPartition(s.Board, s.Period, ShardOf(s.PlayerID)),
-		RankSK: RankKey(o, s.Score, s.ReachedAt, s.PlayerID),
+		RankPK:    RankPartition(s.Board, s.Period, ShardOf(s.PlayerID)),
+		RankSK:    RankKey(o, s.Score, s.ReachedAt, s.PlayerID),
+		PlayerKey: s.PlayerID,
 	}
 }
 

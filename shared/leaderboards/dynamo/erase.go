@@ -1,0 +1,331 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Erasure removes a player from the leaderboards stores for good. Every
+// step is safe to run again after a crash at any point, and no error names
+// the player: erasure errors reach the logs.
+
+// BoardPeriod names one period of one board.
+type BoardPeriod struct{ Board, Period string }
+
+// eraseAttempts bounds the retries of one score's erasure when it loses a
+// race with another transaction on the period's meta item.
+const eraseAttempts = 16
+
+// ErasePlayer deletes the player's score in every board period, taking each
+// out of its period's member count in the same transaction, then every
+// match the player recorded on the given boards (the caller passes every
+// defined board). It returns the board periods the player had a score in,
+// so the caller can drop them from Redis too (the leaderboard processor
+// also does, from the stream).
+//
+// The scores are found by the by_player index and, for the periods of the
+// matches still recorded, by key: the index is eventually consistent, and
+// scores written before it existed carry no player_key. The matches are
+// deleted last, so after a crash a re-run finds those periods again and
+// reports them again, and the caller's clean-up is repeated too. Each
+// deletion is conditioned on the score existing, so a re-run never takes a
+// member away twice.
+func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string) ([]BoardPeriod, error) {
+	candidates := map[BoardPeriod]bool{}
+	if err := s.indexedPeriods(ctx, player, candidates); err != nil {
+		return nil, err
+	}
+	for _, b := range boards {
+		if err := s.matchedPeriods(ctx, b, player, candidates); err != nil {
+			return nil, err
+		}
+	}
+	periods := sortedPeriods(candidates)
+	for _, bp := range periods {
+		if err := s.eraseScore(ctx, bp, player); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range boards {
+		if err := s.eraseMatches(ctx, b, player); err != nil {
+			return nil, err
+		}
+	}
+	return periods, nil
+}
+
+func sortedPeriods(set map[BoardPeriod]bool) []BoardPeriod {
+	out := make([]BoardPeriod, 0, len(set))
+	for bp := range set {
+		out = append(out, bp)
+	}
+	slices.SortFunc(out, func(a, b BoardPeriod) int {
+		if c := strings.Compare(a.Board, b.Board); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Period, b.Period)
+	})
+	return out
+}
+
+// indexedPeriods adds the board periods by_player lists for the player.
+func (s *Scores) indexedPeriods(ctx context.Context, player string, into map[BoardPeriod]bool) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		IndexName:                 aws.String(schema.IndexScoresByPlayer),
+		KeyConditionExpression:    aws.String("#player = :p"),
+		ExpressionAttributeNames:  map[string]string{"#player": schema.AttrPlayerKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": ddb.S(player)},
+	}
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return unavailable(err, "erase scores: list the player's board periods")
+		}
+		for _, raw := range out.Items {
+			var it struct {
+				PK string `dynamodbav:"pk"`
+			}
+			if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+				return fmt.Errorf("erase scores: decode a by_player entry: %w", err)
+			}
+			// Periods never hold '#' (see leaderboards.PeriodAt), so the
+			// last one separates the board from the period.
+			i := strings.LastIndexByte(it.PK, '#')
+			if i <= 0 {
+				return fmt.Errorf("erase scores: malformed score key %q", it.PK)
+			}
+			into[BoardPeriod{Board: it.PK[:i], Period: it.PK[i+1:]}] = true
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// eventsQuery lists the player's recorded matches on a board, with the
+// given attributes (aliased as #0, #1, ...).
+func (s *Scores) eventsQuery(board, player string, attrs ...string) *dynamodb.QueryInput {
+	names := map[string]string{}
+	aliases := make([]string, len(attrs))
+	for i, a := range attrs {
+		aliases[i] = fmt.Sprintf("#%d", i)
+		names[aliases[i]] = a
+	}
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Events),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ProjectionExpression:      aws.String(strings.Join(aliases, ", ")),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(EventKey(board, player))},
+		ConsistentRead:            aws.Bool(true),
+	}
+}
+
+// matchedPeriods adds the board's periods the player's recorded matches
+// went to.
+func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into map[BoardPeriod]bool) error {
+	in := s.eventsQuery(board, player, "period")
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return unavailable(err, "erase scores: read the player's matches on "+board)
+		}
+		for _, raw := range out.Items {
+			var ev struct {
+				Period string `dynamodbav:"period"`
+			}
+			if err := attributevalue.UnmarshalMap(raw, &ev); err != nil {
+				return fmt.Errorf("erase scores: decode a match on %s: %w", board, err)
+			}
+			if ev.Period != "" {
+				into[BoardPeriod{Board: board, Period: ev.Period}] = true
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// eraseScore deletes the player's score in one board period and takes one
+// member off the period's count, in one transaction. A score already gone
+// (erased by an earlier run) changes nothing.
+func (s *Scores) eraseScore(ctx context.Context, bp BoardPeriod, player string) error {
+	items := []types.TransactWriteItem{{Delete: &types.Delete{
+		TableName:           aws.String(s.Table),
+		Key:                 s.key(bp.Board, bp.Period, player),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+	}}, {Update: &types.Update{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(bp.Board, bp.Period, MetaID),
+		UpdateExpression:          aws.String("ADD members :minus"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": ddb.N(-1)},
+	}}}
+	what := fmt.Sprintf("erase a score in %s/%s", bp.Board, bp.Period)
+	for attempt := 0; attempt < eraseAttempts; attempt++ {
+		if err := pause(ctx, attempt); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		_, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return nil
+		}
+		repeated, raced := cancelled(err)
+		switch {
+		case repeated != nil:
+			return nil // item 0's condition: the score is already gone
+		case raced:
+			continue
+		default:
+			return unavailable(err, what)
+		}
+	}
+	return unavailable(fmt.Errorf("still racing after %d attempts", eraseAttempts), what)
+}
+
+// eraseMatches deletes every match the player recorded on the board,
+// a page at a time.
+func (s *Scores) eraseMatches(ctx context.Context, board, player string) error {
+	in := s.eventsQuery(board, player, schema.AttrPK, schema.AttrMatchID)
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return unavailable(err, "erase the player's matches on "+board)
+		}
+		reqs := make([]types.WriteRequest, 0, len(out.Items))
+		for _, key := range out.Items {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
+		}
+		if err := ddb.BatchWrite(ctx, s.DB, s.Events, reqs); err != nil {
+			return unavailable(err, "erase the player's matches on "+board)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// friendsScanSegments is how many segments scan the Players table in
+// parallel for friend lists naming an erased player.
+const friendsScanSegments = 4
+
+// friendEditAttempts bounds the rewrites of one friend list that keeps
+// changing under the erasure.
+const friendEditAttempts = 16
+
+// ErasePlayer deletes the player's item (profile, friend list and every
+// other attribute stored there, such as the analytics secret) and takes the
+// player out of every other player's friend list.
+//
+// Friend lists are not indexed by member, so finding the lists that name
+// the player scans the whole table: O(players) reads per erasure. That is
+// acceptable because erasure is rare and runs asynchronously, off every
+// request path; the scan is spread over parallel segments, filtered and
+// projected to the key and the list so little is returned, and a re-run
+// simply finds nothing left to change.
+func (s *Players) ErasePlayer(ctx context.Context, player string) error {
+	del := []types.WriteRequest{{DeleteRequest: &types.DeleteRequest{Key: s.key(player)}}}
+	if err := ddb.BatchWrite(ctx, s.DB, s.Table, del); err != nil {
+		return unavailable(err, "erase a player's profile")
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for seg := range friendsScanSegments {
+		g.Go(func() error { return s.unfriendSegment(ctx, player, seg) })
+	}
+	return g.Wait()
+}
+
+// unfriendSegment takes the player out of every friend list in one scan
+// segment.
+func (s *Players) unfriendSegment(ctx context.Context, player string, seg int) error {
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(s.Table),
+		Segment:                   aws.Int32(int32(seg)),
+		TotalSegments:             aws.Int32(friendsScanSegments),
+		FilterExpression:          aws.String("contains(friend_ids, :p)"),
+		ProjectionExpression:      aws.String(schema.AttrPlayerID + ", friend_ids"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": ddb.S(player)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.DB.Scan(ctx, in)
+		if err != nil {
+			return unavailable(err, fmt.Sprintf("erase a player from friend lists: scan segment %d", seg))
+		}
+		for _, raw := range out.Items {
+			var it playerItem
+			if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+				return fmt.Errorf("erase a player from friend lists: decode a friend list: %w", err)
+			}
+			if err := s.unfriend(ctx, it.PlayerID, it.FriendIDs, player); err != nil {
+				return err
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// unfriend rewrites owner's friend list without player, on the condition
+// that the list is still the one read; when it changed meanwhile, it reads
+// the list again and retries.
+func (s *Players) unfriend(ctx context.Context, owner string, friends []string, player string) error {
+	what := "erase a player from the friend list of " + owner
+	for attempt := 0; attempt < friendEditAttempts; attempt++ {
+		if err := pause(ctx, attempt); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if !slices.Contains(friends, player) {
+			return nil
+		}
+		seen, err := attributevalue.Marshal(friends)
+		if err != nil {
+			return fmt.Errorf("%s: encode: %w", what, err)
+		}
+		in := &dynamodb.UpdateItemInput{
+			TableName:           aws.String(s.Table),
+			Key:                 s.key(owner),
+			UpdateExpression:    aws.String("SET updated_at = :now REMOVE friend_ids"),
+			ConditionExpression: aws.String("friend_ids = :seen"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":seen": seen, ":now": ddb.S(formatTime(now(s.Clock))),
+			},
+		}
+		if kept := slices.DeleteFunc(slices.Clone(friends), func(f string) bool { return f == player }); len(kept) > 0 {
+			list, err := attributevalue.Marshal(kept)
+			if err != nil {
+				return fmt.Errorf("%s: encode: %w", what, err)
+			}
+			in.UpdateExpression = aws.String("SET updated_at = :now, friend_ids = :kept")
+			in.ExpressionAttributeValues[":kept"] = list
+		}
+		_, err = s.DB.UpdateItem(ctx, in)
+		if err == nil {
+			return nil
+		}
+		if !ddb.IsConditionFailed(err) {
+			return unavailable(err, what)
+		}
+		if friends, err = s.Friends(ctx, owner); err != nil {
+			return err
+		}
+	}
+	return unavailable(fmt.Errorf("the list kept changing for %d attempts", friendEditAttempts), what)
+}

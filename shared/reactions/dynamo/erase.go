@@ -1,0 +1,158 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Erasure removes a user's edges and the counter processor's markers of
+// them. Every step is safe to run again after a crash, and no error names
+// the user: erasure errors reach the logs.
+
+// eraseParallelism is how many edges of one page are deleted at once.
+const eraseParallelism = 8
+
+// EraseUser deletes every edge of user, of every kind, and returns for each
+// edge it deleted the version its deletion is counted at: one past the
+// edge's last, as ChangeFromRecord reads the deletion from the stream. The
+// versions come from the deleted items themselves, so an edge toggled
+// between the listing and the deletion is reported at the right one. A
+// re-run that finds no edges returns an empty map.
+func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		KeyConditionExpression:    aws.String("#user = :u"),
+		ProjectionExpression:      aws.String("#user, #edge"),
+		ExpressionAttributeNames:  map[string]string{"#user": schema.AttrUserID, "#edge": schema.AttrEdge},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	deleted := map[reactions.Ref]int64{}
+	var mu sync.Mutex
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return nil, unavailable(err, "erase edges: list the user's edges")
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(eraseParallelism)
+		for _, key := range out.Items {
+			g.Go(func() error {
+				ref, ver, ok, err := s.deleteEdge(gctx, key)
+				if err != nil || !ok {
+					return err
+				}
+				mu.Lock()
+				deleted[ref] = ver
+				mu.Unlock()
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return deleted, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// deleteEdge deletes one edge and returns the version its deletion is
+// counted at; ok is false when the edge was already gone.
+func (s *Edges) deleteEdge(ctx context.Context, key map[string]types.AttributeValue) (ref reactions.Ref, ver int64, ok bool, err error) {
+	out, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.Table), Key: key, ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return reactions.Ref{}, 0, false, unavailable(err, "erase edges: delete an edge")
+	}
+	if len(out.Attributes) == 0 {
+		return reactions.Ref{}, 0, false, nil
+	}
+	var it edgeItem
+	if err := attributevalue.UnmarshalMap(out.Attributes, &it); err != nil {
+		return reactions.Ref{}, 0, false, fmt.Errorf("erase edges: decode a deleted edge: %w", err)
+	}
+	return it.edge().Ref, it.Ver + 1, true, nil
+}
+
+// markersQuery lists user's counter markers (see markerKey).
+func (s *Counts) markersQuery(user string, projection string) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ProjectionExpression:      aws.String(projection),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(appliedPrefix + user)},
+		ConsistentRead:            aws.Bool(true),
+	}
+}
+
+// Markers returns every counter marker of user: for each of the user's
+// edges the counter processor has counted, the last version it counted.
+func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
+	in := s.markersQuery(user, "pk, sk, ver")
+	markers := map[reactions.Ref]int64{}
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("read a user's counter markers: %w", err)
+		}
+		for _, raw := range out.Items {
+			var m struct {
+				SK  string `dynamodbav:"sk"`
+				Ver int64  `dynamodbav:"ver"`
+			}
+			if err := attributevalue.UnmarshalMap(raw, &m); err != nil {
+				return nil, fmt.Errorf("decode a counter marker: %w", err)
+			}
+			t, ok := parseTargetKey(m.SK)
+			if !ok {
+				continue
+			}
+			markers[reactions.Ref{UserID: user, Kind: t.Kind, TargetID: t.ID}] = m.Ver
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return markers, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// ForgetUser deletes every counter marker of user and returns how many it
+// deleted. Call it only once the deletions of the user's edges are counted
+// (see Markers): a redelivered stream record finding no marker would be
+// counted again.
+func (s *Counts) ForgetUser(ctx context.Context, user string) (int, error) {
+	in := s.markersQuery(user, "pk, sk")
+	forgotten := 0
+	for {
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return forgotten, fmt.Errorf("list a user's counter markers: %w", err)
+		}
+		reqs := make([]types.WriteRequest, 0, len(out.Items))
+		for _, key := range out.Items {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key}})
+		}
+		if err := ddb.BatchWrite(ctx, s.DB, s.Table, reqs); err != nil {
+			return forgotten, fmt.Errorf("delete a user's counter markers: %w", err)
+		}
+		forgotten += len(reqs)
+		if len(out.LastEvaluatedKey) == 0 {
+			return forgotten, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
