@@ -31,10 +31,15 @@ type fnSpec struct {
 // declaredFunctions merges the declarations by function, in order.
 func (s *synthesized) declaredFunctions() []fnSpec {
 	var out []fnSpec
-	for _, r := range s.routes {
-		out = append(out, fnSpec{name: r.Function, uses: r.Uses})
-	}
 	index := map[string]int{}
+	for _, r := range s.routes {
+		// A function serving an endpoint for players and for services is
+		// declared once per route.
+		if _, ok := index[r.Function]; !ok {
+			index[r.Function] = len(out)
+			out = append(out, fnSpec{name: r.Function, uses: r.Uses})
+		}
+	}
 	for _, p := range s.processors {
 		i, ok := index[p.Function]
 		if !ok {

@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,6 +25,8 @@ import (
 type DB interface {
 	ddb.Batcher
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // SecretAttr is the Players attribute holding a player's analytics secret
@@ -44,15 +48,39 @@ const (
 type Pseudonyms struct {
 	DB    DB
 	Table string // Players, physical name
+	// Guard, when set, keeps an erased user's secret from coming back: a
+	// secret is created only in a transaction with Guard's check that no
+	// erasure of the user was requested at or after the user's first event
+	// in the batch. Events of an erased user shipped late (the stream runs
+	// behind the erasure) carry no PID.
+	Guard ErasureGuard
+}
+
+// ErasureGuard is the erasure records' side of creating a secret.
+type ErasureGuard interface {
+	// Unerased is a transaction item that holds while no erasure of user
+	// was requested at or after since.
+	Unerased(user string, since time.Time) types.TransactWriteItem
 }
 
 // PIDs returns the PID of each of users, creating the secret of a user who
 // has none. Concurrent callers creating the same secret agree on it.
 func (p *Pseudonyms) PIDs(ctx context.Context, users []string) (map[string]string, error) {
+	since := make(map[string]time.Time, len(users))
+	for _, u := range users {
+		since[u] = time.Time{}
+	}
+	return p.PIDsSince(ctx, since)
+}
+
+// PIDsSince is PIDs for users whose events in hand start at since[user]:
+// a user erased at or after that time gets the PID "" (no secret is
+// created for them).
+func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) (map[string]string, error) {
 	var keys []map[string]types.AttributeValue
 	seen := map[string]bool{}
-	for _, u := range users {
-		if u != "" && !seen[u] {
+	for u := range since {
+		if u != "" {
 			seen[u] = true
 			keys = append(keys, p.key(u))
 		}
@@ -89,7 +117,7 @@ func (p *Pseudonyms) PIDs(ctx context.Context, users []string) (map[string]strin
 	g.SetLimit(secretCreators)
 	for _, u := range missing {
 		g.Go(func() error {
-			secret, err := p.create(gctx, u)
+			secret, err := p.create(gctx, u, since[u])
 			if err != nil {
 				return err
 			}
@@ -104,7 +132,11 @@ func (p *Pseudonyms) PIDs(ctx context.Context, users []string) (map[string]strin
 	}
 	pids := make(map[string]string, len(seen))
 	for u := range seen {
-		pids[u] = pid(secrets[u], u)
+		if secrets[u] != nil {
+			pids[u] = PID(secrets[u], u)
+		} else {
+			pids[u] = ""
+		}
 	}
 	return pids, nil
 }
@@ -115,19 +147,25 @@ func (p *Pseudonyms) key(user string) map[string]types.AttributeValue {
 
 // create stores a new secret unless one appeared meanwhile, and returns the
 // secret that is stored: the first writer wins, every racer reads its value.
-func (p *Pseudonyms) create(ctx context.Context, user string) ([]byte, error) {
+// With a Guard it returns nil (and creates nothing) for a user erased at or
+// after since.
+func (p *Pseudonyms) create(ctx context.Context, user string, since time.Time) ([]byte, error) {
 	fresh := make([]byte, secretBytes)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("analytics: new secret: %w", err)
 	}
-	out, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	update := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(p.Table),
 		Key:                       p.key(user),
 		UpdateExpression:          aws.String("SET #secret = if_not_exists(#secret, :new)"),
 		ExpressionAttributeNames:  map[string]string{"#secret": SecretAttr},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":new": &types.AttributeValueMemberB{Value: fresh}},
 		ReturnValues:              types.ReturnValueUpdatedNew,
-	})
+	}
+	if p.Guard != nil {
+		return p.createGuarded(ctx, user, since, update)
+	}
+	out, err := p.DB.UpdateItem(ctx, update)
 	if err != nil {
 		// The user id stays out of errors, which end up in logs.
 		return nil, fmt.Errorf("analytics: create secret: %w", err)
@@ -138,6 +176,42 @@ func (p *Pseudonyms) create(ctx context.Context, user string) ([]byte, error) {
 	}
 	if !ok {
 		return nil, errors.New("analytics: create secret: the update returned no secret")
+	}
+	return secret, nil
+}
+
+// createGuarded creates the secret in one transaction with the guard's
+// check, then reads back the secret that is stored.
+func (p *Pseudonyms) createGuarded(ctx context.Context, user string, since time.Time, update *dynamodb.UpdateItemInput) ([]byte, error) {
+	_, err := p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		p.Guard.Unerased(user, since),
+		{Update: &types.Update{
+			TableName:                 update.TableName,
+			Key:                       update.Key,
+			UpdateExpression:          update.UpdateExpression,
+			ExpressionAttributeNames:  update.ExpressionAttributeNames,
+			ExpressionAttributeValues: update.ExpressionAttributeValues,
+		}},
+	}})
+	if failed, ok := ddb.CancelledBy(err); ok && slices.Contains(failed, 0) {
+		return nil, nil // erased: no secret, no PID
+	}
+	if err != nil {
+		return nil, fmt.Errorf("analytics: create secret: %w", err)
+	}
+	out, err := p.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(p.Table), Key: p.key(user), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#secret"), ExpressionAttributeNames: map[string]string{"#secret": SecretAttr},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("analytics: read the created secret: %w", err)
+	}
+	secret, ok, err := secretOf(out.Item)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errors.New("analytics: create secret: no secret after the transaction")
 	}
 	return secret, nil
 }
@@ -157,8 +231,9 @@ func secretOf(item map[string]types.AttributeValue) ([]byte, bool, error) {
 	}
 }
 
-// pid is the hex of HMAC-SHA256(secret, user), cut to 128 bits.
-func pid(secret []byte, user string) string {
+// PID is the hex of HMAC-SHA256(secret, user), cut to 128 bits: what an
+// event carries as user_pid.
+func PID(secret []byte, user string) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(user))
 	return hex.EncodeToString(mac.Sum(nil))[:pidHexLen]

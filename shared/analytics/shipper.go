@@ -134,14 +134,16 @@ func (s *Shipper) ship(ctx context.Context, batch []pending) (failedAt int, err 
 		unsentIDs[id] = true
 	}
 	var queue []pending
-	var users []string
+	since := map[string]time.Time{}
 	for _, p := range batch {
 		if unsentIDs[p.event.EventID] {
 			queue = append(queue, p)
-			users = append(users, p.user)
+			if t, ok := since[p.user]; !ok || p.event.OccurredAt.Before(t) {
+				since[p.user] = p.event.OccurredAt
+			}
 		}
 	}
-	pids, err := s.PIDs.PIDs(ctx, users)
+	pids, err := s.PIDs.PIDsSince(ctx, since)
 	if err != nil {
 		return -1, err
 	}

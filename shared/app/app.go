@@ -28,6 +28,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -47,6 +48,7 @@ type Deps struct {
 	once     sync.Once
 	http     map[string]api.Endpoint
 	handlers map[string]streams.BatchFunc
+	erasures *privacy.Job
 }
 
 // Options adjusts New for the local stack and tests.
@@ -189,6 +191,13 @@ func (d *Deps) Endpoints() map[string]api.Endpoint {
 	return d.http
 }
 
+// ErasureJob returns the job behind the erasure processor, to resume or
+// inspect erasures outside a stream (tools, tests).
+func (d *Deps) ErasureJob() *privacy.Job {
+	d.bind()
+	return d.erasures
+}
+
 // Processors returns every stream processor by function name.
 func (d *Deps) Processors() map[string]streams.BatchFunc {
 	d.bind()
@@ -203,5 +212,6 @@ func (d *Deps) bind() {
 		bindLeaderboards(d)
 		bindStreaks(d)
 		bindAnalytics(d)
+		bindPrivacy(d)
 	})
 }

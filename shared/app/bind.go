@@ -29,6 +29,14 @@ func perMinute(name string, n int64) ratelimit.Rule {
 	return ratelimit.Rule{Name: name, Limit: n, Window: time.Minute}
 }
 
+// reactionBudgets are the per-player rate limits of reactions.
+func (d *Deps) reactionBudgets() map[reactions.Kind]ratelimit.Rule {
+	return map[reactions.Kind]ratelimit.Rule{
+		reactions.Favorite: perMinute("favorite", d.Config.Limits.FavoritesPerPlayer),
+		reactions.Like:     perMinute("like", d.Config.Limits.LikesPerPlayer),
+	}
+}
+
 // bindReactions binds the favorites and likes routes and the counter
 // processor.
 func bindReactions(d *Deps) {
@@ -36,20 +44,16 @@ func bindReactions(d *Deps) {
 	gen := d.tracker(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
 	counts := &dynamo.Counts{DB: d.DB, Table: d.Config.Tables.Of(schema.Counters)}
-	limits := d.Config.Limits
 	svc := &reactions.Service{
-		Edges:  &dynamo.Edges{DB: d.DB, Table: d.Config.Tables.Of(schema.Reactions), Idempotency: idem},
-		Counts: counts,
-		Games:  &dynamo.Games{DB: d.DB, Table: d.Config.Tables.Of(schema.Games)},
-		Mirror: m,
-		Limits: &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock},
-		Budgets: map[reactions.Kind]ratelimit.Rule{
-			reactions.Favorite: perMinute("favorite", limits.FavoritesPerPlayer),
-			reactions.Like:     perMinute("like", limits.LikesPerPlayer),
-		},
-		IPRule: perMinute("reaction-ip", limits.WritesPerIP),
-		Clock:  d.Clock,
-		Log:    d.Log,
+		Edges:   &dynamo.Edges{DB: d.DB, Table: d.Config.Tables.Of(schema.Reactions), Idempotency: idem},
+		Counts:  counts,
+		Games:   &dynamo.Games{DB: d.DB, Table: d.Config.Tables.Of(schema.Games)},
+		Mirror:  m,
+		Limits:  &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock},
+		Budgets: d.reactionBudgets(),
+		IPRule:  perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
+		Clock:   d.Clock,
+		Log:     d.Log,
 	}
 	h := &reactions.API{Service: svc, Idempotency: idem, Cursors: d.Cursors}
 	for fn, e := range map[string]api.Endpoint{

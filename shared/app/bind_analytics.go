@@ -24,7 +24,7 @@ func bindAnalytics(d *Deps) {
 	tables := d.Config.Tables
 	s := &analytics.Shipper{
 		Tables:  tables,
-		PIDs:    &analytics.Pseudonyms{DB: d.DB, Table: tables.Of(schema.Players)},
+		PIDs:    &analytics.Pseudonyms{DB: d.DB, Table: tables.Of(schema.Players), Guard: d.erasureRecords()},
 		Shipped: &analytics.Shipped{DB: d.DB, Table: tables.Of(schema.Counters), Clock: d.Clock},
 		Sink:    sink,
 		Clock:   d.Clock,

@@ -20,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/openapi"
+	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
@@ -61,10 +62,18 @@ func readEvent(t *testing.T, function string, v any) {
 func TestEverySampleEventIsServedByItsHandler(t *testing.T) {
 	d := newDeps(t)
 	ctx := context.Background()
+	served := map[string]bool{}
 	for _, r := range routes.All {
-		t.Run(r.Function, func(t *testing.T) {
+		// A function serving an endpoint for players and for services has
+		// a sample for each: <function>.json and <function>.service.json.
+		sample := r.Function
+		if served[r.Function] {
+			sample += "." + r.Auth.String()
+		}
+		served[r.Function] = true
+		t.Run(sample, func(t *testing.T) {
 			var ev events.APIGatewayV2HTTPRequest
-			readEvent(t, r.Function, &ev)
+			readEvent(t, sample, &ev)
 			if ev.RouteKey != r.Key() {
 				t.Fatalf("sample route key %q, want %q", ev.RouteKey, r.Key())
 			}
@@ -256,5 +265,32 @@ func TestAnalyticsShipperSampleBatch(t *testing.T) {
 	}
 	if fmt.Sprint(files) != fmt.Sprint(want) {
 		t.Fatalf("export files in %v, want one in each of %v", files, want)
+	}
+}
+
+// The erasure processor's sample batch (a request, then the job's own
+// lease and completion) carries out alice's erasure, once: redelivered, it
+// changes nothing.
+func TestErasureProcessorSampleBatch(t *testing.T) {
+	d := newDeps(t)
+	ctx := context.Background()
+	var req events.APIGatewayV2HTTPRequest
+	readEvent(t, routes.EraseUser.Function, &req)
+	if resp, err := d.HTTP(routes.EraseUser)(ctx, req); err != nil || resp.StatusCode != 202 {
+		t.Fatalf("erase alice: %+v %v", resp, err)
+	}
+	var ev events.DynamoDBEvent
+	readEvent(t, routes.ErasureProcessor.Function, &ev)
+	handler := d.Stream(routes.ErasureProcessor)
+	records := d.ErasureJob().Records
+	for delivery := 1; delivery <= 2; delivery++ {
+		resp, err := handler(ctx, ev)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", delivery, resp, err)
+		}
+		e, ok, err := records.Get(ctx, privacy.Hash("alice"))
+		if err != nil || !ok || e.Status != privacy.Completed || e.UserID != "" {
+			t.Fatalf("delivery %d: alice's erasure %+v %v %v", delivery, e, ok, err)
+		}
 	}
 }

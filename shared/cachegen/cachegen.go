@@ -222,6 +222,24 @@ func (t *Tracker) Clear(ctx context.Context, markers []Marker) error {
 	return nil
 }
 
+// Drop removes markers whatever they say (an erasure: the user they name
+// has nothing left to repair).
+func (t *Tracker) Drop(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(t.Table),
+			Key: map[string]types.AttributeValue{
+				schema.AttrPK: &types.AttributeValueMemberS{Value: t.dirtyPK()},
+				schema.AttrSK: &types.AttributeValueMemberS{Value: k},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("cachegen %s: drop a marker: %w", t.Scope, err)
+		}
+	}
+	return nil
+}
+
 // advanceScript sets the generation only forward, so a slow repair cannot
 // move it back past a newer one.
 var advanceScript = redis.NewScript(`

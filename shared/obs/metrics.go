@@ -14,6 +14,7 @@ type Unit string
 const (
 	Count        Unit = "Count"
 	Milliseconds Unit = "Milliseconds"
+	Seconds      Unit = "Seconds"
 	Bytes        Unit = "Bytes"
 )
 

@@ -5,6 +5,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -49,7 +50,7 @@ func (l *Limiter) Allow(ctx context.Context, checks ...Check) error {
 			continue
 		}
 		start := now.Truncate(c.Rule.Window)
-		key := "rally:rl:" + c.Rule.Name + ":" + c.Subject + ":" + strconv.FormatInt(start.Unix(), 10)
+		key := windowKey(c, start)
 		counts[i] = pipe.Incr(ctx, key)
 		pipe.PExpire(ctx, key, c.Rule.Window+time.Second)
 		resets[i] = start.Add(c.Rule.Window).Sub(now)
@@ -65,6 +66,35 @@ func (l *Limiter) Allow(ctx context.Context, checks ...Check) error {
 	}
 	if wait > 0 {
 		return &errs.Error{Kind: errs.RateLimited, Detail: "too many requests; retry after the indicated time", RetryAfter: wait}
+	}
+	return nil
+}
+
+// windowKey is the counter of a check in the window starting at start.
+func windowKey(c Check, start time.Time) string {
+	return "rally:rl:" + c.Rule.Name + ":" + c.Subject + ":" + strconv.FormatInt(start.Unix(), 10)
+}
+
+// Forget deletes the counters a subject may still have under rules (the
+// current and the previous window of each), for an erasure.
+func (l *Limiter) Forget(ctx context.Context, subject string, rules ...Rule) error {
+	now := l.Clock.Now()
+	var keys []string
+	for _, r := range rules {
+		if r.Window <= 0 {
+			continue
+		}
+		start := now.Truncate(r.Window)
+		c := Check{Rule: r, Subject: subject}
+		keys = append(keys, windowKey(c, start), windowKey(c, start.Add(-r.Window)))
+	}
+	pipe := l.Redis.Pipeline()
+	for _, k := range keys {
+		// One key per DEL: keys of a subject need not share a hash slot.
+		pipe.Del(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("ratelimit: forget %d counters: %w", len(keys), err)
 	}
 	return nil
 }

@@ -37,10 +37,15 @@ func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, e
 		c.Version = after.Ver
 		c.At = parseTime(after.UpdatedAt)
 	case before != nil:
-		// The edge was deleted (erasure): its end counts as one more change.
+		// The edge was deleted (erasure): its end counts as one more change,
+		// dated when the edge last changed, so an ACTIVE edge's -1 lands in
+		// the trending buckets its +1 went to, as if it had never been.
 		c.Ref = before.edge().Ref
 		c.Version = before.Ver + 1
-		c.At = rec.Change.ApproximateCreationDateTime.UTC()
+		c.At = parseTime(before.UpdatedAt)
+		if c.At.IsZero() {
+			c.At = rec.Change.ApproximateCreationDateTime.UTC()
+		}
 		c.Deleted = true
 	default:
 		return reactions.Change{}, false, nil

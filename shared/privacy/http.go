@@ -1,0 +1,95 @@
+package privacy
+
+import (
+	"context"
+	"time"
+
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+// API serves the erasure routes.
+type API struct {
+	Records *Records
+	Clock   clock.Clock
+}
+
+type erasureBody struct {
+	ErasureID   string     `json:"erasure_id"`
+	Status      Status     `json:"status"`
+	RequestedAt time.Time  `json:"requested_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+func bodyOf(e Erasure) erasureBody {
+	b := erasureBody{ErasureID: e.ID, Status: e.Status, RequestedAt: e.RequestedAt}
+	if !e.CompletedAt.IsZero() {
+		at := e.CompletedAt
+		b.CompletedAt = &at
+	}
+	return b
+}
+
+// subject reads the user a request is about: a service may name anyone, a
+// player only themselves.
+func subject(r *api.Request) (string, error) {
+	user := r.Path("user_id")
+	var f errs.Fields
+	api.CheckID(&f, "user_id", user)
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	c, err := r.Caller()
+	if err != nil {
+		return "", err
+	}
+	if c.IsService() {
+		return user, nil
+	}
+	player, err := r.Player()
+	if err != nil {
+		return "", err
+	}
+	if player != user {
+		return "", errs.New(errs.Forbidden, "a player can only erase themselves")
+	}
+	return user, nil
+}
+
+// EraseUser serves DELETE /v1/users/{user_id} and DELETE
+// /v1/ops/users/{user_id}: 202 with the erasure, pending. The answer is the
+// same whether or not Rally holds anything about the user, so it tells
+// nobody whether an id exists; an erasure already pending is returned
+// again, and one after a completed erasure starts anew.
+func (a *API) EraseUser(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := r.NoBody(); err != nil {
+		return api.Response{}, err
+	}
+	user, err := subject(r)
+	if err != nil {
+		return api.Response{}, err
+	}
+	e, err := a.Records.Request(ctx, user, a.Clock.Now())
+	if err != nil {
+		return api.Response{}, err
+	}
+	return api.Accepted(bodyOf(e)), nil
+}
+
+// ErasureStatus serves GET /v1/users/{user_id}/erasure and its /v1/ops
+// twin: the latest erasure of the user, or 404 when none was requested.
+func (a *API) ErasureStatus(ctx context.Context, r *api.Request) (api.Response, error) {
+	user, err := subject(r)
+	if err != nil {
+		return api.Response{}, err
+	}
+	e, ok, err := a.Records.Get(ctx, Hash(user))
+	if err != nil {
+		return api.Response{}, err
+	}
+	if !ok {
+		return api.Response{}, errs.New(errs.NotFound, "no erasure was requested for this user")
+	}
+	return api.OK(bodyOf(e)), nil
+}

@@ -1,0 +1,201 @@
+package privacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Part is one place an erasure clears. Erase returns nil once nothing of
+// the user is left there, and is harmless to call again; it returns
+// ErrNotYet when it waits on a stream processor.
+type Part interface {
+	Name() string
+	Erase(ctx context.Context, r *Run) error
+}
+
+// Run is one run of one erasure, as the parts see it.
+type Run struct {
+	Erasure
+	records *Records
+}
+
+// Await records counter versions the erasure must see before it can forget
+// the user's counter markers; a crash after this keeps them known.
+func (r *Run) Await(ctx context.Context, versions map[string]int64) error {
+	if err := r.records.Await(ctx, r.Erasure, versions); err != nil {
+		return err
+	}
+	if r.Awaiting == nil {
+		r.Awaiting = map[string]int64{}
+	}
+	for k, v := range versions {
+		if v > r.Awaiting[k] {
+			r.Awaiting[k] = v
+		}
+	}
+	return nil
+}
+
+// Counted drops the awaited versions once they were all counted.
+func (r *Run) Counted(ctx context.Context) error {
+	if len(r.Awaiting) == 0 {
+		return nil
+	}
+	if err := r.records.ClearAwaiting(ctx, r.Erasure); err != nil {
+		return err
+	}
+	r.Awaiting = nil
+	return nil
+}
+
+// Job carries out erasures: the erasure processor's handler.
+type Job struct {
+	Records *Records
+	// Parts are erased in order; the analytics secret (in the profile)
+	// goes last, so events shipped meanwhile still carry the user's PID.
+	Parts   []Part
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *obs.Metrics
+	// Lease bounds one run of one erasure (default 50s, under the
+	// processor's 60s timeout); a crashed run's erasure is taken up again
+	// once its lease ran out.
+	Lease time.Duration
+	// Parallel is how many erasures run at once (default 4), and Batch
+	// how many pending ones a tick takes up (default 8: two rounds fit the
+	// processor's timeout even when each waits on the counter processor).
+	Parallel int
+	Batch    int32
+}
+
+func (j *Job) lease() time.Duration {
+	if j.Lease > 0 {
+		return j.Lease
+	}
+	return 50 * time.Second
+}
+
+// Process starts the erasures a stream batch requested; a scheduled tick
+// (an empty batch) resumes every erasure still pending. A run that fails
+// or waits leaves its erasure pending for the next tick, so the batch
+// itself never fails on it: the request is already durable.
+func (j *Job) Process(ctx context.Context, records []events.DynamoDBEventRecord) error {
+	var hashes []string
+	if len(records) == 0 {
+		batch := j.Batch
+		if batch == 0 {
+			batch = 8
+		}
+		pending, err := j.Records.PendingHashes(ctx, batch)
+		if err != nil {
+			return err
+		}
+		hashes = pending
+	}
+	for _, rec := range records {
+		if h, ok := requested(rec); ok {
+			hashes = append(hashes, h)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	parallel := j.Parallel
+	if parallel == 0 {
+		parallel = 4
+	}
+	g.SetLimit(parallel)
+	for _, h := range hashes {
+		g.Go(func() error {
+			j.run(gctx, h)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// requested reports the erasure a stream record starts: a new record, or
+// a new erasure id on a completed one. Other changes (leases, progress,
+// completion) are the job's own and start nothing.
+func requested(rec events.DynamoDBEventRecord) (string, bool) {
+	var now, before record
+	if rec.Change.NewImage == nil || streams.Unmarshal(rec.Change.NewImage, &now) != nil {
+		return "", false
+	}
+	if now.Status != string(Pending) || now.UserHash == "" {
+		return "", false
+	}
+	if rec.Change.OldImage != nil && streams.Unmarshal(rec.Change.OldImage, &before) == nil && before.ID == now.ID {
+		return "", false
+	}
+	return now.UserHash, true
+}
+
+// run carries out one erasure as far as it can, logging (never the user id)
+// what stopped it.
+func (j *Job) run(ctx context.Context, hash string) {
+	log := j.Log.With("user_hash", hash)
+	err := j.Run(ctx, hash)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotYet), errors.Is(err, errLeased):
+		j.Metrics.Count("ErasuresWaiting", 1, nil)
+		log.InfoContext(ctx, "erasure continues later", "reason", err.Error())
+	default:
+		j.Metrics.Count("ErasureFailures", 1, nil)
+		log.ErrorContext(ctx, "erasure run failed; the next tick resumes it", "error", err.Error())
+	}
+}
+
+// Run carries out the erasure recorded under hash: nil when it completed
+// (or there was nothing pending), ErrNotYet or errLeased when it must wait,
+// another error when a part failed. Every part is idempotent, so whatever
+// stopped a run, the next one finishes the job.
+func (j *Job) Run(ctx context.Context, hash string) error {
+	e, ok, err := j.Records.Get(ctx, hash)
+	if err != nil {
+		return err
+	}
+	if !ok || e.Status != Pending {
+		return nil
+	}
+	start := j.Clock.Now()
+	if err := j.Records.Lease(ctx, e, start, start.Add(j.lease())); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, j.lease())
+	defer cancel()
+	r := &Run{Erasure: e, records: j.Records}
+	// A part that fails or waits does not hold the others back (Redis
+	// down still lets every table be erased); the erasure completes once
+	// a run gets through every part.
+	var first error
+	for _, p := range j.Parts {
+		if err := p.Erase(rctx, r); err != nil && first == nil {
+			first = fmt.Errorf("erase %s: %w", p.Name(), err)
+		}
+	}
+	if first != nil {
+		if rerr := j.Records.Release(context.WithoutCancel(ctx), e); rerr != nil {
+			j.Log.WarnContext(ctx, "erasure lease not released; it runs out by itself", "error", rerr.Error())
+		}
+		return first
+	}
+	if err := j.Records.Complete(ctx, e, j.Clock.Now()); err != nil {
+		return err
+	}
+	j.Metrics.Count("ErasuresCompleted", 1, nil)
+	j.Metrics.Emit("ErasureSeconds", j.Clock.Now().Sub(e.RequestedAt).Seconds(), obs.Seconds, nil)
+	j.Log.InfoContext(ctx, "erasure completed", "erasure_id", e.ID, "user_hash", hash)
+	return nil
+}
+
+var _ streams.BatchFunc = (*Job)(nil).Process

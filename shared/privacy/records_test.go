@@ -1,0 +1,131 @@
+package privacy_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/privacy"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func records(t *testing.T) (*privacy.Records, *dynamodb.Client, schema.Names) {
+	t.Helper()
+	db, names, _ := testenv.DynamoDB(t)
+	return &privacy.Records{DB: db, Table: names.Of(schema.Erasures)}, db, names
+}
+
+// Twenty concurrent requests for one user make one erasure; once it is
+// complete the record keeps no user id, and a new request starts anew.
+func TestOneErasurePendingPerUser(t *testing.T) {
+	r, _, _ := records(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ids := make([]string, 20)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			e, err := r.Request(ctx, "ann", now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = e.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent requests made several erasures: %v", ids)
+		}
+	}
+	pending, err := r.PendingHashes(ctx, 10)
+	if err != nil || len(pending) != 1 || pending[0] != privacy.Hash("ann") {
+		t.Fatalf("pending %v %v", pending, err)
+	}
+	e, _, err := r.Get(ctx, privacy.Hash("ann"))
+	if err != nil || e.UserID != "ann" || e.Status != privacy.Pending {
+		t.Fatalf("pending record %+v %v", e, err)
+	}
+	if err := r.Complete(ctx, e, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	done, _, err := r.Get(ctx, privacy.Hash("ann"))
+	if err != nil || done.Status != privacy.Completed || done.UserID != "" || !done.CompletedAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("completed record %+v %v", done, err)
+	}
+	if pending, _ := r.PendingHashes(ctx, 10); len(pending) != 0 {
+		t.Fatalf("a completed erasure is still listed as pending: %v", pending)
+	}
+	again, err := r.Request(ctx, "ann", now.Add(time.Hour))
+	if err != nil || again.ID == e.ID || again.Status != privacy.Pending {
+		t.Fatalf("a request after completion: %+v %v", again, err)
+	}
+}
+
+// A lease keeps a second run off an erasure until it runs out.
+func TestALeaseHoldsUntilItRunsOut(t *testing.T) {
+	r, _, _ := records(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	e, err := r.Request(ctx, "bea", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Lease(ctx, e, now, now.Add(50*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Lease(ctx, e, now.Add(49*time.Second), now.Add(99*time.Second)); err == nil {
+		t.Fatal("a second run took a held lease")
+	}
+	if err := r.Lease(ctx, e, now.Add(51*time.Second), now.Add(101*time.Second)); err != nil {
+		t.Fatalf("a lease that ran out could not be taken: %v", err)
+	}
+}
+
+// The analytics shipper never makes a secret again for events of an
+// erased user from before the erasure, but does for a user who came back.
+func TestAnErasedUsersSecretIsNotMadeAgain(t *testing.T) {
+	r, db, names := records(t)
+	ctx := context.Background()
+	pids := &analytics.Pseudonyms{DB: db, Table: names.Of(schema.Players), Guard: r}
+	before := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	erasedAt := before.Add(time.Hour)
+
+	first, err := pids.PIDsSince(ctx, map[string]time.Time{"cy": before, "dee": before})
+	if err != nil || first["cy"] == "" || first["dee"] == "" {
+		t.Fatalf("PIDs before any erasure: %v %v", first, err)
+	}
+	// cy is erased: the secret goes with the profile.
+	if _, err := r.Request(ctx, "cy", erasedAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(names.Of(schema.Players)),
+		Key:       map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "cy"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := pids.PIDsSince(ctx, map[string]time.Time{"cy": before, "dee": before})
+	if err != nil || late["cy"] != "" || late["dee"] != first["dee"] {
+		t.Fatalf("PIDs of events from before the erasure: %v %v", late, err)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(names.Of(schema.Players)),
+		Key:       map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "cy"}},
+	})
+	if err != nil || out.Item != nil {
+		t.Fatalf("the erased user's item came back: %v %v", out.Item, err)
+	}
+	back, err := pids.PIDsSince(ctx, map[string]time.Time{"cy": erasedAt.Add(time.Minute)})
+	if err != nil || back["cy"] == "" || back["cy"] == first["cy"] {
+		t.Fatalf("a user back after the erasure gets a new pseudonym: %v (was %s) %v", back, first["cy"], err)
+	}
+}

@@ -1,0 +1,291 @@
+package privacy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// DB is the part of the DynamoDB API the erasure records need.
+type DB interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Records keeps erasure records in the Erasures table:
+//
+//	user_hash  erasure_id  status  requested_at  completed_at
+//	user_id, pending, awaiting, lease_until   (only while PENDING)
+//
+// pending ("PENDING") exists only while the erasure is pending, so the
+// by_pending index lists exactly the erasures still to finish.
+type Records struct {
+	DB    DB
+	Table string
+}
+
+// timeLayout is fixed-width UTC, so stored times compare as strings in
+// condition expressions (leases, the analytics guard).
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+type record struct {
+	UserHash    string           `dynamodbav:"user_hash"`
+	ID          string           `dynamodbav:"erasure_id"`
+	Status      string           `dynamodbav:"status"`
+	RequestedAt string           `dynamodbav:"requested_at"`
+	CompletedAt string           `dynamodbav:"completed_at,omitempty"`
+	UserID      string           `dynamodbav:"user_id,omitempty"`
+	Pending     string           `dynamodbav:"pending,omitempty"`
+	Awaiting    map[string]int64 `dynamodbav:"awaiting,omitempty"`
+	LeaseUntil  string           `dynamodbav:"lease_until,omitempty"`
+}
+
+func (r record) erasure() Erasure {
+	e := Erasure{ID: r.ID, Hash: r.UserHash, Status: Status(r.Status), UserID: r.UserID, Awaiting: r.Awaiting}
+	e.RequestedAt, _ = time.Parse(timeLayout, r.RequestedAt)
+	if r.CompletedAt != "" {
+		e.CompletedAt, _ = time.Parse(timeLayout, r.CompletedAt)
+	}
+	return e
+}
+
+func (s *Records) key(hash string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrUserHash: ddb.S(hash)}
+}
+
+func newID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("privacy: new erasure id: %w", err)
+	}
+	return "er_" + hex.EncodeToString(b), nil
+}
+
+// Request records an erasure of user and returns it: the pending one if
+// there is one, else a new one (also after a completed erasure, since the
+// user may have come back since).
+func (s *Records) Request(ctx context.Context, user string, now time.Time) (Erasure, error) {
+	hash := Hash(user)
+	for attempt := 0; attempt < 3; attempt++ {
+		id, err := newID()
+		if err != nil {
+			return Erasure{}, err
+		}
+		r := record{
+			UserHash: hash, ID: id, Status: string(Pending), RequestedAt: stamp(now),
+			UserID: user, Pending: string(Pending),
+		}
+		item, err := attributevalue.MarshalMap(r)
+		if err != nil {
+			return Erasure{}, fmt.Errorf("privacy: encode erasure: %w", err)
+		}
+		_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(s.Table),
+			Item:                      item,
+			ConditionExpression:       aws.String("attribute_not_exists(user_hash) OR #status = :completed"),
+			ExpressionAttributeNames:  map[string]string{"#status": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":completed": ddb.S(string(Completed))},
+		})
+		if err == nil {
+			return r.erasure(), nil
+		}
+		if !ddb.IsConditionFailed(err) {
+			return Erasure{}, errs.Wrap(errs.Unavailable, err, "the erasure could not be recorded")
+		}
+		// One is pending: that is the answer (unless it completed meanwhile).
+		cur, ok, err := s.Get(ctx, hash)
+		if err != nil {
+			return Erasure{}, err
+		}
+		if ok && cur.Status == Pending {
+			return cur, nil
+		}
+	}
+	return Erasure{}, errs.New(errs.Unavailable, "the erasure could not be recorded; retry")
+}
+
+// Get reads the erasure record of a user hash.
+func (s *Records) Get(ctx context.Context, hash string) (Erasure, bool, error) {
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table), Key: s.key(hash), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Erasure{}, false, errs.Wrap(errs.Unavailable, err, "the erasure record could not be read")
+	}
+	if out.Item == nil {
+		return Erasure{}, false, nil
+	}
+	var r record
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return Erasure{}, false, fmt.Errorf("privacy: decode erasure: %w", err)
+	}
+	return r.erasure(), true, nil
+}
+
+// PendingHashes lists up to limit erasures still pending, oldest first.
+func (s *Records) PendingHashes(ctx context.Context, limit int32) ([]string, error) {
+	out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.Table),
+		IndexName:                 aws.String(schema.IndexErasuresPending),
+		KeyConditionExpression:    aws.String("#pending = :pending"),
+		ExpressionAttributeNames:  map[string]string{"#pending": schema.AttrPending},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": ddb.S(string(Pending))},
+		Limit:                     aws.Int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("privacy: list pending erasures: %w", err)
+	}
+	hashes := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if v, ok := it[schema.AttrUserHash].(*types.AttributeValueMemberS); ok {
+			hashes = append(hashes, v.Value)
+		}
+	}
+	return hashes, nil
+}
+
+// errLeased means another run holds the erasure.
+var errLeased = errors.New("privacy: another run holds this erasure")
+
+// Lease claims a pending erasure for one run until until, so two runs (the
+// stream's and the schedule's) never work on it at once. A lease that ran
+// out (its run crashed) can be taken.
+func (s *Records) Lease(ctx context.Context, e Erasure, now, until time.Time) error {
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(s.Table),
+		Key:              s.key(e.Hash),
+		UpdateExpression: aws.String("SET lease_until = :until"),
+		ConditionExpression: aws.String("erasure_id = :id AND #status = :pending AND " +
+			"(attribute_not_exists(lease_until) OR lease_until < :now)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id": ddb.S(e.ID), ":pending": ddb.S(string(Pending)),
+			":now": ddb.S(stamp(now)), ":until": ddb.S(stamp(until)),
+		},
+	})
+	if ddb.IsConditionFailed(err) {
+		return errLeased
+	}
+	if err != nil {
+		return fmt.Errorf("privacy: lease erasure: %w", err)
+	}
+	return nil
+}
+
+// Release gives a lease up, leaving the erasure pending for a later run.
+func (s *Records) Release(ctx context.Context, e Erasure) error {
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(e.Hash),
+		UpdateExpression:          aws.String("REMOVE lease_until"),
+		ConditionExpression:       aws.String("erasure_id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": ddb.S(e.ID)},
+	})
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("privacy: release erasure: %w", err)
+	}
+	return nil
+}
+
+// Await records counter versions the erasure waits for, merged into those
+// already recorded.
+func (s *Records) Await(ctx context.Context, e Erasure, versions map[string]int64) error {
+	if len(versions) == 0 {
+		return nil
+	}
+	names := map[string]string{"#awaiting": "awaiting"}
+	vals := map[string]types.AttributeValue{":id": ddb.S(e.ID)}
+	merged := map[string]int64{}
+	for k, v := range e.Awaiting {
+		merged[k] = v
+	}
+	for k, v := range versions {
+		if v > merged[k] {
+			merged[k] = v
+		}
+	}
+	m := make(map[string]types.AttributeValue, len(merged))
+	for k, v := range merged {
+		m[k] = ddb.N(v)
+	}
+	vals[":awaiting"] = &types.AttributeValueMemberM{Value: m}
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(e.Hash),
+		UpdateExpression:          aws.String("SET #awaiting = :awaiting"),
+		ConditionExpression:       aws.String("erasure_id = :id"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	})
+	if err != nil {
+		return fmt.Errorf("privacy: record awaited versions (%d): %w", len(merged), err)
+	}
+	return nil
+}
+
+// ClearAwaiting drops the awaited counter versions.
+func (s *Records) ClearAwaiting(ctx context.Context, e Erasure) error {
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(e.Hash),
+		UpdateExpression:          aws.String("REMOVE awaiting"),
+		ConditionExpression:       aws.String("erasure_id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": ddb.S(e.ID)},
+	})
+	if err != nil {
+		return fmt.Errorf("privacy: clear awaited versions: %w", err)
+	}
+	return nil
+}
+
+// Complete marks the erasure done and drops everything but the hash, the
+// erasure id and its times.
+func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error {
+	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.Table),
+		Key:       s.key(e.Hash),
+		UpdateExpression: aws.String("SET #status = :completed, completed_at = :now " +
+			"REMOVE user_id, #pending, awaiting, lease_until"),
+		ConditionExpression:      aws.String("erasure_id = :id"),
+		ExpressionAttributeNames: map[string]string{"#status": "status", "#pending": schema.AttrPending},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id": ddb.S(e.ID), ":completed": ddb.S(string(Completed)), ":now": ddb.S(stamp(now)),
+		},
+	})
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("privacy: complete erasure: %w", err)
+	}
+	return nil
+}
+
+// awaitKey names a reaction in Awaiting.
+func awaitKey(kind, target string) string { return kind + "#" + target }
+
+// Unerased is a transaction item that holds while no erasure of user was
+// requested at or after since: the analytics shipper creates a user's
+// secret only with it, so an erased user's secret never comes back for
+// events from before the erasure.
+func (s *Records) Unerased(user string, since time.Time) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 aws.String(s.Table),
+		Key:                       s.key(Hash(user)),
+		ConditionExpression:       aws.String("attribute_not_exists(user_hash) OR requested_at < :since"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":since": ddb.S(stamp(since))},
+	}}
+}
