@@ -178,10 +178,13 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 	// down still lets every table be erased); the erasure completes once
 	// a run gets through every part.
 	var first error
+	took := make([]any, 0, 2*len(j.Parts))
 	for _, p := range j.Parts {
+		began := time.Now()
 		if err := p.Erase(rctx, r); err != nil && first == nil {
 			first = fmt.Errorf("erase %s: %w", p.Name(), err)
 		}
+		took = append(took, p.Name()+"_ms", time.Since(began).Milliseconds())
 	}
 	if first != nil {
 		if rerr := j.Records.Release(context.WithoutCancel(ctx), e); rerr != nil {
@@ -194,7 +197,7 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 	}
 	j.Metrics.Count("ErasuresCompleted", 1, nil)
 	j.Metrics.Emit("ErasureSeconds", j.Clock.Now().Sub(e.RequestedAt).Seconds(), obs.Seconds, nil)
-	j.Log.InfoContext(ctx, "erasure completed", "erasure_id", e.ID, "user_hash", hash)
+	j.Log.InfoContext(ctx, "erasure completed", append([]any{"erasure_id", e.ID, "user_hash", hash}, took...)...)
 	return nil
 }
 

@@ -28,7 +28,8 @@ const eraseParallelism = 8
 // edge's last, as ChangeFromRecord reads the deletion from the stream. The
 // versions come from the deleted items themselves, so an edge toggled
 // between the listing and the deletion is reported at the right one. A
-// re-run that finds no edges returns an empty map.
+// re-run that finds no edges returns an empty map. On an error it returns
+// the edges deleted so far too.
 func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.Table),
@@ -43,7 +44,7 @@ func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]i
 	for {
 		out, err := s.DB.Query(ctx, in)
 		if err != nil {
-			return nil, unavailable(err, "erase edges: list the user's edges")
+			return deleted, unavailable(err, "erase edges: list the user's edges")
 		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(eraseParallelism)
@@ -60,7 +61,9 @@ func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]i
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return nil, err
+			// What was deleted is reported with the error: the caller
+			// must await its counting whatever stopped the rest.
+			return deleted, err
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return deleted, nil
