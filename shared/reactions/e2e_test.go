@@ -439,14 +439,17 @@ func TestFavoritesListPagesNewestFirstWithMetadata(t *testing.T) {
 func TestTrendingWindowsCountNetFavoritesInTheWindow(t *testing.T) {
 	s, c := startStack(t, "")
 	clk := s.Clock()
-	clk.Set(time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC))
+	// In the coming year: DynamoDB Local expires buckets by TTL against the
+	// wall clock.
+	year := time.Now().Year() + 1
+	clk.Set(time.Date(year, 11, 10, 12, 0, 0, 0, time.UTC))
 	for _, p := range []string{"a", "b", "c"} {
 		c.Player(p, "POST", "/v1/favorites/old-hit", nil).Expect(t, 200)
 	}
-	clk.Set(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
+	clk.Set(time.Date(year, 11, 20, 12, 0, 0, 0, time.UTC))
 	c.Player("a", "POST", "/v1/favorites/weekly", nil).Expect(t, 200)
 	c.Player("b", "POST", "/v1/favorites/weekly", nil).Expect(t, 200)
-	clk.Set(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	clk.Set(time.Date(year, 11, 22, 10, 0, 0, 0, time.UTC))
 	c.Player("a", "POST", "/v1/favorites/fresh", nil).Expect(t, 200)
 	c.Player("a", "DELETE", "/v1/favorites/old-hit", nil).Expect(t, 200)
 	if err := s.WaitIdle(context.Background()); err != nil {
