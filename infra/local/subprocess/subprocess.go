@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -121,9 +123,22 @@ func (t *tail) String() string {
 	return t.buf.String()
 }
 
-// FreePort asks the kernel for a loopback port nobody listens on. Another
-// process can take it before the caller binds it; callers retry.
+// FreePort returns a loopback port nobody listens on, picked at random
+// below the kernel's ephemeral range (Linux starts it at 32768): outgoing
+// connections take their local ports from that range, and one could
+// otherwise hold the port of a server stopped and started again on it
+// (the Redis outage tests). Another process can still take the port
+// before the caller binds it; callers retry.
 func FreePort() (int, error) {
+	const low, high = 20000, 32768
+	for range 50 {
+		port := low + rand.IntN(high-low)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("subprocess: find a free port: %w", err)
