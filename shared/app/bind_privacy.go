@@ -40,6 +40,7 @@ func bindPrivacy(d *Deps) {
 	}
 	job := &privacy.Job{
 		Records: records,
+		Awaits:  &privacy.Awaits{DB: d.DB, Table: tables.Of(schema.Counters)},
 		Parts: []privacy.Part{
 			&privacy.Reactions{
 				Edges:  &rxdynamo.Edges{DB: d.DB, Table: tables.Of(schema.Reactions)},

@@ -290,7 +290,7 @@ func (w *world) traceless(t *testing.T, id string) {
 	for _, it := range erasures {
 		if h, ok := it[schema.AttrUserHash].(*types.AttributeValueMemberS); ok && h.Value == privacy.Hash(id) {
 			mine++
-			for _, attr := range []string{"user_id", "pending", "awaiting", "lease_until"} {
+			for _, attr := range []string{"user_id", "pending", "lease_until"} {
 				if _, ok := it[attr]; ok {
 					t.Errorf("the completed erasure record keeps %s: %v", attr, it)
 				}
@@ -299,6 +299,13 @@ func (w *world) traceless(t *testing.T, id string) {
 	}
 	if mine != 1 {
 		t.Errorf("%d erasure records for the hash of %s, want 1", mine, id)
+	}
+	// Nothing else keeps the hash either (the versions an erasure awaits).
+	byHash, _ := w.tablesHolding(t, privacy.Hash(id))
+	for _, f := range byHash {
+		if !strings.HasPrefix(f, schema.Erasures.Name+":") {
+			t.Errorf("left behind under the user's hash: %s", f)
+		}
 	}
 	for _, k := range w.redisHolding(t, id) {
 		t.Errorf("left behind in Redis: %s", k)

@@ -26,41 +26,32 @@ type Part interface {
 // Run is one run of one erasure, as the parts see it.
 type Run struct {
 	Erasure
-	records *Records
+	awaits *Awaits
+	now    time.Time
 }
 
-// Await records counter versions the erasure must see before it can forget
-// the user's counter markers; a crash after this keeps them known.
+// Await records counter versions (kind#target → version) the erasure must
+// see counted before it forgets the user's counter markers; a run that
+// dies after this leaves them known to the next.
 func (r *Run) Await(ctx context.Context, versions map[string]int64) error {
-	if err := r.records.Await(ctx, r.Erasure, versions); err != nil {
-		return err
+	if len(versions) == 0 {
+		return nil
 	}
-	if r.Awaiting == nil {
-		r.Awaiting = map[string]int64{}
-	}
-	for k, v := range versions {
-		if v > r.Awaiting[k] {
-			r.Awaiting[k] = v
-		}
-	}
-	return nil
+	return r.awaits.Add(ctx, r.Hash, versions, r.now)
+}
+
+// Awaited returns the versions recorded by Await, in this run or before.
+func (r *Run) Awaited(ctx context.Context) (map[string]int64, error) {
+	return r.awaits.List(ctx, r.Hash)
 }
 
 // Counted drops the awaited versions once they were all counted.
-func (r *Run) Counted(ctx context.Context) error {
-	if len(r.Awaiting) == 0 {
-		return nil
-	}
-	if err := r.records.ClearAwaiting(ctx, r.Erasure); err != nil {
-		return err
-	}
-	r.Awaiting = nil
-	return nil
-}
+func (r *Run) Counted(ctx context.Context) error { return r.awaits.Clear(ctx, r.Hash) }
 
 // Job carries out erasures: the erasure processor's handler.
 type Job struct {
 	Records *Records
+	Awaits  *Awaits
 	// Parts are erased in order; the analytics secret (in the profile)
 	// goes last, so events shipped meanwhile still carry the user's PID.
 	Parts   []Part
@@ -173,7 +164,7 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, j.lease())
 	defer cancel()
-	r := &Run{Erasure: e, records: j.Records}
+	r := &Run{Erasure: e, awaits: j.Awaits, now: start}
 	// A part that fails or waits does not hold the others back (Redis
 	// down still lets every table be erased); the erasure completes once
 	// a run gets through every part.

@@ -19,7 +19,7 @@ import (
 // marker is written again after they are gone.
 type Reactions struct {
 	Edges interface {
-		EraseUser(ctx context.Context, user string) (map[reactions.Ref]int64, error)
+		EraseUser(ctx context.Context, user string, before func(map[reactions.Ref]int64) error) (map[reactions.Ref]int64, error)
 	}
 	Counts interface {
 		Markers(ctx context.Context, user string) (map[reactions.Ref]int64, error)
@@ -39,13 +39,19 @@ func (p *Reactions) Name() string { return "reactions" }
 
 // Erase implements Part.
 func (p *Reactions) Erase(ctx context.Context, r *Run) error {
-	deleted, err := p.Edges.EraseUser(ctx, r.UserID)
-	if len(deleted) > 0 {
-		versions := make(map[string]int64, len(deleted))
-		for ref, v := range deleted {
+	// The versions are recorded before each page is deleted (so a run that
+	// dies deleting still knows what to wait for), and again as deleted, in
+	// case an edge changed in between.
+	await := func(refs map[reactions.Ref]int64) error {
+		versions := make(map[string]int64, len(refs))
+		for ref, v := range refs {
 			versions[awaitKey(string(ref.Kind), ref.TargetID)] = v
 		}
-		if aerr := r.Await(ctx, versions); aerr != nil {
+		return r.Await(ctx, versions)
+	}
+	deleted, err := p.Edges.EraseUser(ctx, r.UserID, await)
+	if len(deleted) > 0 {
+		if aerr := await(deleted); aerr != nil {
 			return aerr
 		}
 	}
@@ -71,8 +77,9 @@ func (p *Reactions) Erase(ctx context.Context, r *Run) error {
 
 // counted waits, within Wait, until every deleted edge has been counted.
 func (p *Reactions) counted(ctx context.Context, r *Run) error {
-	if len(r.Awaiting) == 0 {
-		return nil
+	awaited, err := r.Awaited(ctx)
+	if err != nil || len(awaited) == 0 {
+		return err
 	}
 	wait := p.Wait
 	if wait == 0 {
@@ -85,16 +92,13 @@ func (p *Reactions) counted(ctx context.Context, r *Run) error {
 		if err != nil {
 			return err
 		}
+		seen := make(map[string]int64, len(markers))
+		for ref, m := range markers {
+			seen[awaitKey(string(ref.Kind), ref.TargetID)] = m
+		}
 		behind := 0
-		for key, v := range r.Awaiting {
-			var seen int64
-			for ref, m := range markers {
-				if awaitKey(string(ref.Kind), ref.TargetID) == key {
-					seen = m
-					break
-				}
-			}
-			if seen < v {
+		for key, v := range awaited {
+			if seen[key] < v {
 				behind++
 			}
 		}

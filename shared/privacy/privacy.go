@@ -31,9 +31,6 @@ type Erasure struct {
 	CompletedAt time.Time // zero while pending
 	// UserID is known only while the erasure is pending.
 	UserID string
-	// Awaiting lists, while pending, the counter versions at which the
-	// user's deleted reactions are counted ("kind#target" → version).
-	Awaiting map[string]int64
 }
 
 // Hash is the key of a user's erasure record: the hex SHA-256 of the user

@@ -29,7 +29,7 @@ type DB interface {
 // Records keeps erasure records in the Erasures table:
 //
 //	user_hash  erasure_id  status  requested_at  completed_at
-//	user_id, pending, awaiting, lease_until   (only while PENDING)
+//	user_id, pending, lease_until   (only while PENDING)
 //
 // pending ("PENDING") exists only while the erasure is pending, so the
 // by_pending index lists exactly the erasures still to finish.
@@ -45,19 +45,18 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 type record struct {
-	UserHash    string           `dynamodbav:"user_hash"`
-	ID          string           `dynamodbav:"erasure_id"`
-	Status      string           `dynamodbav:"status"`
-	RequestedAt string           `dynamodbav:"requested_at"`
-	CompletedAt string           `dynamodbav:"completed_at,omitempty"`
-	UserID      string           `dynamodbav:"user_id,omitempty"`
-	Pending     string           `dynamodbav:"pending,omitempty"`
-	Awaiting    map[string]int64 `dynamodbav:"awaiting,omitempty"`
-	LeaseUntil  string           `dynamodbav:"lease_until,omitempty"`
+	UserHash    string `dynamodbav:"user_hash"`
+	ID          string `dynamodbav:"erasure_id"`
+	Status      string `dynamodbav:"status"`
+	RequestedAt string `dynamodbav:"requested_at"`
+	CompletedAt string `dynamodbav:"completed_at,omitempty"`
+	UserID      string `dynamodbav:"user_id,omitempty"`
+	Pending     string `dynamodbav:"pending,omitempty"`
+	LeaseUntil  string `dynamodbav:"lease_until,omitempty"`
 }
 
 func (r record) erasure() Erasure {
-	e := Erasure{ID: r.ID, Hash: r.UserHash, Status: Status(r.Status), UserID: r.UserID, Awaiting: r.Awaiting}
+	e := Erasure{ID: r.ID, Hash: r.UserHash, Status: Status(r.Status), UserID: r.UserID}
 	e.RequestedAt, _ = time.Parse(timeLayout, r.RequestedAt)
 	if r.CompletedAt != "" {
 		e.CompletedAt, _ = time.Parse(timeLayout, r.CompletedAt)
@@ -203,57 +202,6 @@ func (s *Records) Release(ctx context.Context, e Erasure) error {
 	return nil
 }
 
-// Await records counter versions the erasure waits for, merged into those
-// already recorded.
-func (s *Records) Await(ctx context.Context, e Erasure, versions map[string]int64) error {
-	if len(versions) == 0 {
-		return nil
-	}
-	names := map[string]string{"#awaiting": "awaiting"}
-	vals := map[string]types.AttributeValue{":id": ddb.S(e.ID)}
-	merged := map[string]int64{}
-	for k, v := range e.Awaiting {
-		merged[k] = v
-	}
-	for k, v := range versions {
-		if v > merged[k] {
-			merged[k] = v
-		}
-	}
-	m := make(map[string]types.AttributeValue, len(merged))
-	for k, v := range merged {
-		m[k] = ddb.N(v)
-	}
-	vals[":awaiting"] = &types.AttributeValueMemberM{Value: m}
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(e.Hash),
-		UpdateExpression:          aws.String("SET #awaiting = :awaiting"),
-		ConditionExpression:       aws.String("erasure_id = :id"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-	})
-	if err != nil {
-		return fmt.Errorf("privacy: record awaited versions (%d): %w", len(merged), err)
-	}
-	return nil
-}
-
-// ClearAwaiting drops the awaited counter versions.
-func (s *Records) ClearAwaiting(ctx context.Context, e Erasure) error {
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(e.Hash),
-		UpdateExpression:          aws.String("REMOVE awaiting"),
-		ConditionExpression:       aws.String("erasure_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": ddb.S(e.ID)},
-	})
-	if err != nil {
-		return fmt.Errorf("privacy: clear awaited versions: %w", err)
-	}
-	return nil
-}
-
 // Complete marks the erasure done and drops everything but the hash, the
 // erasure id and its times.
 func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error {
@@ -261,7 +209,7 @@ func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error 
 		TableName: aws.String(s.Table),
 		Key:       s.key(e.Hash),
 		UpdateExpression: aws.String("SET #status = :completed, completed_at = :now " +
-			"REMOVE user_id, #pending, awaiting, lease_until"),
+			"REMOVE user_id, #pending, lease_until"),
 		ConditionExpression:      aws.String("erasure_id = :id"),
 		ExpressionAttributeNames: map[string]string{"#status": "status", "#pending": schema.AttrPending},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -274,7 +222,7 @@ func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error 
 	return nil
 }
 
-// awaitKey names a reaction in Awaiting.
+// awaitKey names a reaction among the awaited versions.
 func awaitKey(kind, target string) string { return kind + "#" + target }
 
 // Unerased is a transaction item that holds while no erasure of user was

@@ -133,7 +133,9 @@ var Reactions = Table{
 }
 
 // Counters holds durable counts, trending buckets, the counter processor's
-// applied-version markers and stored top-N snapshots.
+// applied-version markers, stored top-N snapshots, cache dirty markers,
+// analytics shipped markers and the counter versions pending erasures
+// wait for.
 var Counters = Table{
 	Name:         "Counters",
 	PartitionKey: Key{AttrPK, String},

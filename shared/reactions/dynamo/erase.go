@@ -30,12 +30,19 @@ const eraseParallelism = 8
 // between the listing and the deletion is reported at the right one. A
 // re-run that finds no edges returns an empty map. On an error it returns
 // the edges deleted so far too.
-func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
+//
+// before, when not nil, is given each page's edges with the versions their
+// deletions will be counted at, before any of them is deleted: a caller
+// that records them there knows what to wait for even if it dies while
+// deleting. An error from it stops the erasure.
+func (s *Edges) EraseUser(ctx context.Context, user string, before func(map[reactions.Ref]int64) error) (map[reactions.Ref]int64, error) {
 	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		KeyConditionExpression:    aws.String("#user = :u"),
-		ProjectionExpression:      aws.String("#user, #edge"),
-		ExpressionAttributeNames:  map[string]string{"#user": schema.AttrUserID, "#edge": schema.AttrEdge},
+		TableName:              aws.String(s.Table),
+		KeyConditionExpression: aws.String("#user = :u"),
+		ProjectionExpression:   aws.String("#user, #edge, #kind, #target, #ver"),
+		ExpressionAttributeNames: map[string]string{
+			"#user": schema.AttrUserID, "#edge": schema.AttrEdge, "#kind": "kind", "#target": "target_id", "#ver": "ver",
+		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
 		ConsistentRead:            aws.Bool(true),
 	}
@@ -46,9 +53,26 @@ func (s *Edges) EraseUser(ctx context.Context, user string) (map[reactions.Ref]i
 		if err != nil {
 			return deleted, unavailable(err, "erase edges: list the user's edges")
 		}
+		keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
+		listed := make(map[reactions.Ref]int64, len(out.Items))
+		for _, raw := range out.Items {
+			var it edgeItem
+			if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+				return deleted, fmt.Errorf("erase edges: decode a listed edge: %w", err)
+			}
+			listed[it.edge().Ref] = it.Ver + 1
+			keys = append(keys, map[string]types.AttributeValue{
+				schema.AttrUserID: raw[schema.AttrUserID], schema.AttrEdge: raw[schema.AttrEdge],
+			})
+		}
+		if before != nil && len(listed) > 0 {
+			if err := before(listed); err != nil {
+				return deleted, err
+			}
+		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(eraseParallelism)
-		for _, key := range out.Items {
+		for _, key := range keys {
 			g.Go(func() error {
 				ref, ver, ok, err := s.deleteEdge(gctx, key)
 				if err != nil || !ok {

@@ -102,9 +102,22 @@ func TestEraseUserDeletesEveryEdgeAndItsDeletionCountsOnce(t *testing.T) {
 		{reactions.Favorite, "g4"}: 1, {reactions.Like, "p1"}: 2,
 	})
 
-	deleted, err := edges.EraseUser(ctx, ann)
+	// Each page's versions are announced before anything on it is deleted.
+	announced := map[reactions.Ref]int64{}
+	deleted, err := edges.EraseUser(ctx, ann, func(page map[reactions.Ref]int64) error {
+		for r, v := range page {
+			if got, err := edges.Get(ctx, r.UserID, r.Kind, []string{r.TargetID}); err != nil || got[r.TargetID].Version == 0 {
+				return fmt.Errorf("%v was deleted before it was announced (%v)", r, err)
+			}
+			announced[r] = v
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !maps.Equal(announced, deleted) {
+		t.Fatalf("announced %v, deleted %v", announced, deleted)
 	}
 	// One past each edge's last version, whatever its state.
 	want := map[reactions.Ref]int64{
@@ -160,7 +173,7 @@ func TestEraseUserDeletesEveryEdgeAndItsDeletionCountsOnce(t *testing.T) {
 		t.Fatalf("another user's markers %v (%v), want %v", got, err, bobs)
 	}
 
-	if again, err := edges.EraseUser(ctx, ann); err != nil || len(again) != 0 {
+	if again, err := edges.EraseUser(ctx, ann, nil); err != nil || len(again) != 0 {
 		t.Fatalf("a second erasure found %v (%v), want nothing", again, err)
 	}
 	if n, err := counts.ForgetUser(ctx, ann); err != nil || n != len(want) {

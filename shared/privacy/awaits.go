@@ -1,0 +1,108 @@
+package privacy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// AwaitsDB is the part of the DynamoDB API Awaits needs.
+type AwaitsDB interface {
+	ddb.Batcher
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Awaits keeps the counter versions an erasure waits for, one item per
+// deleted reaction in the Counters table:
+//
+//	pk erasure#{user_hash}   sk {kind}#{target}   ver, expires_at
+//
+// Items, not an attribute of the erasure record: a user with tens of
+// thousands of reactions would not fit DynamoDB's 400 KB item. They are
+// cleared once counted; the TTL removes those of an erasure never finished.
+type Awaits struct {
+	DB    AwaitsDB
+	Table string // Counters, physical name
+}
+
+const (
+	awaitPrefix    = "erasure#"
+	awaitRetention = 7 * 24 * time.Hour
+)
+
+func (a *Awaits) pk(hash string) types.AttributeValue { return ddb.S(awaitPrefix + hash) }
+
+// Add records versions (kind#target → version) for the erasure of hash.
+// Versions only grow, so a later Add of the same reaction supersedes.
+func (a *Awaits) Add(ctx context.Context, hash string, versions map[string]int64, now time.Time) error {
+	expires := ddb.N(now.Add(awaitRetention).Unix())
+	reqs := make([]types.WriteRequest, 0, len(versions))
+	for k, v := range versions {
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k), "ver": ddb.N(v), schema.TTL: expires,
+		}}})
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return fmt.Errorf("privacy: record %d awaited versions: %w", len(reqs), err)
+	}
+	return nil
+}
+
+// List returns the versions recorded for the erasure of hash.
+func (a *Awaits) List(ctx context.Context, hash string) (map[string]int64, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(a.Table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": a.pk(hash)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	out := map[string]int64{}
+	for {
+		page, err := a.DB.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("privacy: list awaited versions: %w", err)
+		}
+		for _, it := range page.Items {
+			sk, _ := it[schema.AttrSK].(*types.AttributeValueMemberS)
+			ver, _ := it["ver"].(*types.AttributeValueMemberN)
+			if sk == nil || ver == nil {
+				continue
+			}
+			v, err := strconv.ParseInt(ver.Value, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("privacy: an awaited version is not an integer: %w", err)
+			}
+			out[sk.Value] = v
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// Clear drops the versions recorded for the erasure of hash.
+func (a *Awaits) Clear(ctx context.Context, hash string) error {
+	versions, err := a.List(ctx, hash)
+	if err != nil {
+		return err
+	}
+	reqs := make([]types.WriteRequest, 0, len(versions))
+	for k := range versions {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+			schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k),
+		}}})
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return fmt.Errorf("privacy: clear %d awaited versions: %w", len(reqs), err)
+	}
+	return nil
+}
