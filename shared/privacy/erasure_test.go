@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/parquet-go/parquet-go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
@@ -190,93 +189,21 @@ func (w *world) secret(t *testing.T, user string) []byte {
 	return nil
 }
 
-// holds reports whether an attribute value mentions id anywhere.
-func holds(v types.AttributeValue, id string) bool {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return strings.Contains(v.Value, id)
-	case *types.AttributeValueMemberSS:
-		return slices.ContainsFunc(v.Value, func(s string) bool { return strings.Contains(s, id) })
-	case *types.AttributeValueMemberB:
-		return strings.Contains(string(v.Value), id)
-	case *types.AttributeValueMemberL:
-		return slices.ContainsFunc(v.Value, func(e types.AttributeValue) bool { return holds(e, id) })
-	case *types.AttributeValueMemberM:
-		for k, e := range v.Value {
-			if strings.Contains(k, id) || holds(e, id) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // tablesHolding scans every table and returns "table: item" for each item
 // that mentions id, and the Erasures items.
 func (w *world) tablesHolding(t *testing.T, id string) (found []string, erasures []map[string]types.AttributeValue) {
 	t.Helper()
 	for _, tbl := range schema.All {
-		p := dynamodb.NewScanPaginator(w.s.DB(), &dynamodb.ScanInput{TableName: aws.String(w.s.Tables().Of(tbl)), ConsistentRead: aws.Bool(true)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(context.Background())
-			if err != nil {
-				t.Fatal(err)
+		for _, it := range testenv.TableItems(t, w.s.DB(), w.s.Tables().Of(tbl)) {
+			if tbl.Name == schema.Erasures.Name {
+				erasures = append(erasures, it)
 			}
-			for _, it := range page.Items {
-				if tbl.Name == schema.Erasures.Name {
-					erasures = append(erasures, it)
-				}
-				for k, v := range it {
-					if strings.Contains(k, id) || holds(v, id) {
-						found = append(found, fmt.Sprintf("%s: %v", tbl.Name, it))
-						break
-					}
-				}
+			if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, id) {
+				found = append(found, fmt.Sprintf("%s: %v", tbl.Name, it))
 			}
 		}
 	}
 	return found, erasures
-}
-
-// redisHolding returns every Redis key whose name or content mentions id.
-func (w *world) redisHolding(t *testing.T, id string) []string {
-	t.Helper()
-	ctx := context.Background()
-	rdb := w.s.Deps().Redis
-	var found []string
-	iter := rdb.Scan(ctx, 0, "*", 500).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		if strings.Contains(key, id) {
-			found = append(found, key)
-			continue
-		}
-		var content []string
-		switch typ := rdb.Type(ctx, key).Val(); typ {
-		case "string":
-			content = []string{rdb.Get(ctx, key).Val()}
-		case "hash":
-			for f, v := range rdb.HGetAll(ctx, key).Val() {
-				content = append(content, f, v)
-			}
-		case "zset":
-			content = rdb.ZRange(ctx, key, 0, -1).Val()
-		case "set":
-			content = rdb.SMembers(ctx, key).Val()
-		case "list":
-			content = rdb.LRange(ctx, key, 0, -1).Val()
-		case "none":
-		default:
-			t.Fatalf("redis key %s has type %s, which this test cannot read", key, typ)
-		}
-		if slices.ContainsFunc(content, func(s string) bool { return strings.Contains(s, id) }) {
-			found = append(found, key)
-		}
-	}
-	if err := iter.Err(); err != nil && !errors.Is(err, redis.Nil) {
-		t.Fatal(err)
-	}
-	return found
 }
 
 // traceless asserts that nothing but the hashed erasure record holds id.
@@ -307,7 +234,7 @@ func (w *world) traceless(t *testing.T, id string) {
 			t.Errorf("left behind under the user's hash: %s", f)
 		}
 	}
-	for _, k := range w.redisHolding(t, id) {
+	for _, k := range testenv.RedisTraces(t, w.s.Deps().Redis, id) {
 		t.Errorf("left behind in Redis: %s", k)
 	}
 }
@@ -531,9 +458,9 @@ func (w *world) exported(t *testing.T) map[string]int {
 	return out
 }
 
-// TestAnUnknownUserIsErasedWithNothingToDo: the same answer as for a known
+// TestAnUnknownUserIsErasedWithNothingLeftBehind: the same answer as for a known
 // user, and COMPLETED.
-func TestAnUnknownUserIsErasedWithNothingToDo(t *testing.T) {
+func TestAnUnknownUserIsErasedWithNothingLeftBehind(t *testing.T) {
 	w := newWorld(t)
 	before := w.count(t, "/v1/games/g1/favorites/count")
 	e := w.erase(t, "nobody-at-all")

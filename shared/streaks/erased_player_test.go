@@ -18,44 +18,9 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// streakTraces lists where the streak side of Redis (cached streaks,
-// deadlines, streak boards) holds id: key names, members, fields, values.
-func streakTraces(t *testing.T, rdb *redis.Client, id string) []string {
-	t.Helper()
-	ctx := context.Background()
-	var found []string
-	for _, pattern := range []string{"rally:streak:*", "rally:streaks:*", "rank:{streaks:*"} {
-		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			k := iter.Val()
-			if strings.Contains(k, id) {
-				found = append(found, "key "+k)
-			}
-			var parts []string
-			switch typ := rdb.Type(ctx, k).Val(); typ {
-			case "string":
-				parts = []string{rdb.Get(ctx, k).Val()}
-			case "hash":
-				for f, v := range rdb.HGetAll(ctx, k).Val() {
-					parts = append(parts, f, v)
-				}
-			case "zset":
-				parts = rdb.ZRange(ctx, k, 0, -1).Val()
-			default:
-				t.Fatalf("streak key %s is a %s", k, typ)
-			}
-			for _, p := range parts {
-				if strings.Contains(p, id) {
-					found = append(found, fmt.Sprintf("%s holds %q", k, p))
-				}
-			}
-		}
-		if err := iter.Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return found
-}
+// streakKeys are the streak side of Redis: cached streaks, deadlines,
+// streak boards.
+var streakKeys = []string{"rally:streak:*", "rally:streaks:*", "rank:{streaks:*"}
 
 // A player who played in one region, moved to another and played again is
 // erased (their Streaks item deleted, as the erasure job does): once the
@@ -71,13 +36,17 @@ func TestAnErasedPlayerLeavesNoTraceInTheStreakCache(t *testing.T) {
 	ctx := context.Background()
 	const who = "erase.me-7"
 	start := time.Date(nextYear, 3, 10, 9, 0, 0, 0, time.UTC)
+	// Each activity a minute after the one before on its day, so the one
+	// who played first reached their streak first, however fast each call.
+	plays := 0
 	play := func(p *mplayer, day int, region string) {
 		t.Helper()
 		if p.region != region {
 			p.region = region
 			setRegion(t, c, p)
 		}
-		s.Clock().Set(start.Add(time.Duration(day) * 24 * time.Hour))
+		plays++
+		s.Clock().Set(start.Add(time.Duration(day)*24*time.Hour + time.Duration(plays)*time.Minute))
 		body := map[string]any{"event_type": "DAILY_OPEN", "source": "web"}
 		if r, err := activity(c, p.id, fmt.Sprintf("%s-%d", p.id, day), body); err != nil || r.Status != 200 {
 			t.Fatalf("activity of %s on day %d: %v %d %s", p.id, day, err, r.Status, r.Body)
@@ -92,7 +61,7 @@ func TestAnErasedPlayerLeavesNoTraceInTheStreakCache(t *testing.T) {
 	play(ann, 3, "eu")
 	play(erased, 3, "na")
 	waitIdle(t, s)
-	if len(streakTraces(t, rdb, who)) == 0 {
+	if len(testenv.RedisTraces(t, rdb, who, streakKeys...)) == 0 {
 		t.Fatal("the player left no trace to erase")
 	}
 	expect := func(when string, boards map[string]string) {
@@ -113,7 +82,7 @@ func TestAnErasedPlayerLeavesNoTraceInTheStreakCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIdle(t, s)
-	if found := streakTraces(t, rdb, who); len(found) > 0 {
+	if found := testenv.RedisTraces(t, rdb, who, streakKeys...); len(found) > 0 {
 		t.Fatalf("after erasure Redis still holds the id:\n%s", strings.Join(found, "\n"))
 	}
 	expect("after erasure", map[string]string{"": "1 ann 1", "eu": "1 ann 1", "na": ""})

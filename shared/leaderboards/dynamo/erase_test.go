@@ -61,42 +61,6 @@ func (d *pagedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 	return d.Client.UpdateItem(ctx, in, opts...)
 }
 
-// tableItems reads every item of a table.
-func tableItems(t *testing.T, db *dynamodb.Client, table string) []map[string]types.AttributeValue {
-	t.Helper()
-	var items []map[string]types.AttributeValue
-	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		items = append(items, page.Items...)
-	}
-	return items
-}
-
-// mentions reports whether any value in av (nested ones included) contains s.
-func mentions(av types.AttributeValue, s string) bool {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
-		return strings.Contains(v.Value, s)
-	case *types.AttributeValueMemberB:
-		return strings.Contains(string(v.Value), s)
-	case *types.AttributeValueMemberSS:
-		return slices.ContainsFunc(v.Value, func(x string) bool { return strings.Contains(x, s) })
-	case *types.AttributeValueMemberL:
-		return slices.ContainsFunc(v.Value, func(x types.AttributeValue) bool { return mentions(x, s) })
-	case *types.AttributeValueMemberM:
-		for _, x := range v.Value {
-			if mentions(x, s) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // holdsID reports whether av is, or (nested) holds, exactly the string id.
 func holdsID(av types.AttributeValue, id string) bool {
 	switch v := av.(type) {
@@ -120,8 +84,8 @@ func holdsID(av types.AttributeValue, id string) bool {
 func mentioning(t *testing.T, db *dynamodb.Client, table, s string) []map[string]types.AttributeValue {
 	t.Helper()
 	var found []map[string]types.AttributeValue
-	for _, it := range tableItems(t, db, table) {
-		if mentions(&types.AttributeValueMemberM{Value: it}, s) {
+	for _, it := range testenv.TableItems(t, db, table) {
+		if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, s) {
 			found = append(found, it)
 		}
 	}
@@ -227,13 +191,13 @@ func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testi
 	}
 	check("after erasure")
 
-	before := tableItems(t, client, names.Of(schema.Scores))
+	before := testenv.TableItems(t, client, names.Of(schema.Scores))
 	again, err := s.ErasePlayer(ctx, erased, ids)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("a second erasure found %v (%v), want nothing", again, err)
 	}
 	check("after a second erasure")
-	if after := tableItems(t, client, names.Of(schema.Scores)); !reflect.DeepEqual(before, after) {
+	if after := testenv.TableItems(t, client, names.Of(schema.Scores)); !reflect.DeepEqual(before, after) {
 		t.Fatal("a second erasure changed the Scores table")
 	}
 }
@@ -306,20 +270,20 @@ func TestErasePlayerDeletesTheProfileAndTakesThePlayerOutOfEveryFriendList(t *te
 		if err != nil || len(profiles) != 5 {
 			t.Fatalf("%s: profiles %v %v, want the 5 others'", when, profiles, err)
 		}
-		for _, it := range tableItems(t, client, names.Of(schema.Players)) {
+		for _, it := range testenv.TableItems(t, client, names.Of(schema.Players)) {
 			if holdsID(&types.AttributeValueMemberM{Value: it}, erased) {
 				t.Fatalf("%s: an item still names the player: %v", when, it)
 			}
 		}
 	}
 	check("after erasure")
-	before := tableItems(t, client, names.Of(schema.Players))
+	before := testenv.TableItems(t, client, names.Of(schema.Players))
 	clk.Set(t0.Add(2))
 	if err := s.ErasePlayer(ctx, erased); err != nil {
 		t.Fatal(err)
 	}
 	check("after a second erasure")
-	if after := tableItems(t, client, names.Of(schema.Players)); !reflect.DeepEqual(before, after) {
+	if after := testenv.TableItems(t, client, names.Of(schema.Players)); !reflect.DeepEqual(before, after) {
 		t.Fatal("a second erasure changed the Players table")
 	}
 }

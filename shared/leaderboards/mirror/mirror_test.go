@@ -16,47 +16,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// traces lists every place in Redis that holds id: key names, and the
-// members, fields and values of every key.
-func traces(t *testing.T, rdb *redis.Client, id string) []string {
-	t.Helper()
-	ctx := context.Background()
-	var found []string
-	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if strings.Contains(k, id) {
-			found = append(found, "key "+k)
-		}
-		var parts []string
-		switch typ := rdb.Type(ctx, k).Val(); typ {
-		case "string":
-			parts = []string{rdb.Get(ctx, k).Val()}
-		case "hash":
-			for f, v := range rdb.HGetAll(ctx, k).Val() {
-				parts = append(parts, f, v)
-			}
-		case "zset":
-			parts = rdb.ZRange(ctx, k, 0, -1).Val()
-		case "set":
-			parts = rdb.SMembers(ctx, k).Val()
-		case "list":
-			parts = rdb.LRange(ctx, k, 0, -1).Val()
-		default:
-			t.Fatalf("key %s is a %s, which the check cannot read", k, typ)
-		}
-		for _, p := range parts {
-			if strings.Contains(p, id) {
-				found = append(found, fmt.Sprintf("%s holds %q", k, p))
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return found
-}
-
 // A deleted score (erasure) takes the player off the board without a
 // tombstone: nothing in Redis holds their id afterwards, whether the board
 // ranks high or low scores first, and everyone else keeps their place.
@@ -88,7 +47,7 @@ func TestARemovedScoreLeavesNoTraceOfThePlayer(t *testing.T) {
 			if err := m.Apply(ctx, d, period, append(others, score(who, 2, 45))); err != nil {
 				t.Fatal(err)
 			}
-			if len(traces(t, rdb, who)) == 0 {
+			if len(testenv.RedisTraces(t, rdb, who)) == 0 {
 				t.Fatal("the player left no trace to erase")
 			}
 
@@ -97,7 +56,7 @@ func TestARemovedScoreLeavesNoTraceOfThePlayer(t *testing.T) {
 			if err := m.Apply(ctx, d, period, []leaderboards.Score{gone}); err != nil {
 				t.Fatal(err)
 			}
-			if found := traces(t, rdb, who); len(found) > 0 {
+			if found := testenv.RedisTraces(t, rdb, who); len(found) > 0 {
 				t.Fatalf("after erasure Redis still holds the id:\n%s", strings.Join(found, "\n"))
 			}
 			total, err := m.Rank.Total(ctx, mirror.Board(d, period))
@@ -117,7 +76,7 @@ func TestARemovedScoreLeavesNoTraceOfThePlayer(t *testing.T) {
 			if err := m.Apply(ctx, d, period, []leaderboards.Score{gone}); err != nil {
 				t.Fatal(err)
 			}
-			if found := traces(t, rdb, who); len(found) > 0 {
+			if found := testenv.RedisTraces(t, rdb, who); len(found) > 0 {
 				t.Fatalf("after a repeated erasure Redis holds the id:\n%s", strings.Join(found, "\n"))
 			}
 		})

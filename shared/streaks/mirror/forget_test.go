@@ -2,57 +2,14 @@ package mirror_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/streaks"
 	"github.com/rallyhq/rally/shared/streaks/mirror"
 )
-
-// traces lists every place in Redis that holds id: key names, and the
-// members, fields and values of every key.
-func traces(t *testing.T, rdb *redis.Client, id string) []string {
-	t.Helper()
-	ctx := context.Background()
-	var found []string
-	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if strings.Contains(k, id) {
-			found = append(found, "key "+k)
-		}
-		var parts []string
-		switch typ := rdb.Type(ctx, k).Val(); typ {
-		case "string":
-			parts = []string{rdb.Get(ctx, k).Val()}
-		case "hash":
-			for f, v := range rdb.HGetAll(ctx, k).Val() {
-				parts = append(parts, f, v)
-			}
-		case "zset":
-			parts = rdb.ZRange(ctx, k, 0, -1).Val()
-		case "set":
-			parts = rdb.SMembers(ctx, k).Val()
-		case "list":
-			parts = rdb.LRange(ctx, k, 0, -1).Val()
-		default:
-			t.Fatalf("key %s is a %s, which the check cannot read", k, typ)
-		}
-		for _, p := range parts {
-			if strings.Contains(p, id) {
-				found = append(found, fmt.Sprintf("%s holds %q", k, p))
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return found
-}
 
 // An erased player leaves nothing in Redis that holds their id: not the
 // cached streak, not a deadline, not an entry, lookup or tombstone on the
@@ -81,7 +38,7 @@ func TestAnErasureLeavesNoTraceOfThePlayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{who, legacy} {
-		if len(traces(t, e.rdb, id)) == 0 {
+		if len(testenv.RedisTraces(t, e.rdb, id)) == 0 {
 			t.Fatalf("%s left no trace to erase", id)
 		}
 	}
@@ -96,7 +53,7 @@ func TestAnErasureLeavesNoTraceOfThePlayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{who, legacy} {
-		if found := traces(t, e.rdb, id); len(found) > 0 {
+		if found := testenv.RedisTraces(t, e.rdb, id); len(found) > 0 {
 			t.Fatalf("after erasure Redis still holds %s:\n%s", id, strings.Join(found, "\n"))
 		}
 	}
