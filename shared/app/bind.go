@@ -43,9 +43,9 @@ func bindReactions(d *Deps) {
 	idem := d.idempotency()
 	gen := d.tracker(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
-	counts := &dynamo.Counts{DB: d.DB, Table: d.Config.Tables.Of(schema.Counters)}
+	counts := d.reactionCounts()
 	svc := &reactions.Service{
-		Edges:   &dynamo.Edges{DB: d.DB, Table: d.Config.Tables.Of(schema.Reactions), Idempotency: idem},
+		Edges:   d.edges(),
 		Counts:  counts,
 		Games:   &dynamo.Games{DB: d.DB, Table: d.Config.Tables.Of(schema.Games)},
 		Mirror:  m,

@@ -6,16 +6,12 @@ import (
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/leaderboards/mirror"
 	"github.com/rallyhq/rally/shared/routes"
-	"github.com/rallyhq/rally/shared/schema"
 )
 
 // bindLeaderboards binds the leaderboard and player routes and the
 // leaderboard processor.
 func bindLeaderboards(d *Deps) {
-	tables := d.Config.Tables
-	defs := &dynamo.Definitions{DB: d.DB, Table: tables.Of(schema.Leaderboards), Clock: d.Clock}
-	scores := &dynamo.Scores{DB: d.DB, Table: tables.Of(schema.Scores), Events: tables.Of(schema.ScoreEvents), Clock: d.Clock}
-	players := &dynamo.Players{DB: d.DB, Table: tables.Of(schema.Players), Clock: d.Clock}
+	defs, scores, players := d.boardDefinitions(), d.scores(), d.players()
 	gen := d.tracker(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
 	svc := leaderboards.NewService(defs, scores, players, m, d.Clock, d.Log)

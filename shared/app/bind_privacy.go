@@ -4,16 +4,12 @@ import (
 	"context"
 
 	"github.com/rallyhq/rally/shared/leaderboards"
-	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	lbmirror "github.com/rallyhq/rally/shared/leaderboards/mirror"
 	"github.com/rallyhq/rally/shared/privacy"
-	"github.com/rallyhq/rally/shared/ranking"
 	"github.com/rallyhq/rally/shared/ratelimit"
-	rxdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	rxmirror "github.com/rallyhq/rally/shared/reactions/mirror"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
-	stdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
 	stmirror "github.com/rallyhq/rally/shared/streaks/mirror"
 )
 
@@ -31,8 +27,8 @@ func bindPrivacy(d *Deps) {
 	d.http[routes.ErasureStatus.Function] = h.ErasureStatus
 
 	stGen := d.tracker(stmirror.Scope)
-	scores := &lbdynamo.Scores{DB: d.DB, Table: tables.Of(schema.Scores), Events: tables.Of(schema.ScoreEvents), Clock: d.Clock}
-	rank := ranking.New(d.Redis)
+	scores := d.scores()
+	boards := lbmirror.New(d.Redis, d.tracker(lbmirror.Scope))
 	rxGen := d.tracker(rxmirror.Scope)
 	var rules []ratelimit.Rule
 	for _, r := range d.reactionBudgets() {
@@ -43,13 +39,13 @@ func bindPrivacy(d *Deps) {
 		Awaits:  &privacy.Awaits{DB: d.DB, Table: tables.Of(schema.Counters)},
 		Parts: []privacy.Part{
 			&privacy.Reactions{
-				Edges:  &rxdynamo.Edges{DB: d.DB, Table: tables.Of(schema.Reactions)},
-				Counts: &rxdynamo.Counts{DB: d.DB, Table: tables.Of(schema.Counters)},
+				Edges:  d.edges(),
+				Counts: d.reactionCounts(),
 				Cache:  rxmirror.New(d.Redis, rxGen),
 				Gen:    rxGen,
 			},
 			&privacy.Scores{
-				Definitions: &lbdynamo.Definitions{DB: d.DB, Table: tables.Of(schema.Leaderboards), Clock: d.Clock},
+				Definitions: d.boardDefinitions(),
 				Delete: func(ctx context.Context, player string, boards []string) ([]privacy.BoardPeriod, error) {
 					periods, err := scores.ErasePlayer(ctx, player, boards)
 					out := make([]privacy.BoardPeriod, len(periods))
@@ -59,11 +55,13 @@ func bindPrivacy(d *Deps) {
 					return out, err
 				},
 				Forget: func(ctx context.Context, def leaderboards.Definition, period, player string) error {
-					return rank.Forget(ctx, lbmirror.Board(def, period), player)
+					// A Removed score is how the leaderboard processor forgets
+					// an erased player; the job takes the same way.
+					return boards.Apply(ctx, def, period, []leaderboards.Score{{PlayerID: player, Removed: true}})
 				},
 			},
 			&privacy.Streaks{
-				Store: &stdynamo.Store{DB: d.DB, Streaks: tables.Of(schema.Streaks), Activity: tables.Of(schema.Activity), Clock: d.Clock},
+				Store: d.streakStore(),
 				Cache: stmirror.New(d.Redis, stGen),
 				Gen:   stGen,
 			},
@@ -72,7 +70,7 @@ func bindPrivacy(d *Deps) {
 				Limits:      &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock},
 				Rules:       rules,
 			},
-			&privacy.Profile{Players: &lbdynamo.Players{DB: d.DB, Table: tables.Of(schema.Players), Clock: d.Clock}},
+			&privacy.Profile{Players: d.players()},
 		},
 		Clock:   d.Clock,
 		Log:     d.Log,

@@ -4,10 +4,7 @@ import (
 	"context"
 
 	"github.com/rallyhq/rally/shared/api"
-	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
-	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
-	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
 	"github.com/rallyhq/rally/shared/streaks/dynamo"
 	"github.com/rallyhq/rally/shared/streaks/mirror"
@@ -16,14 +13,7 @@ import (
 // bindStreaks binds the activity, streak and points routes and the streak
 // processor.
 func bindStreaks(d *Deps) {
-	tables := d.Config.Tables
-	store := &dynamo.Store{
-		DB: d.DB, Streaks: tables.Of(schema.Streaks), Activity: tables.Of(schema.Activity), Clock: d.Clock,
-		Capacity: func(op string, units float64) {
-			d.Metrics.Emit("StreaksCapacityUnits", units, obs.Count, map[string]string{"Operation": op})
-		},
-	}
-	players := &lbdynamo.Players{DB: d.DB, Table: tables.Of(schema.Players), Clock: d.Clock}
+	store, players := d.streakStore(), d.players()
 	gen := d.tracker(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
 	svc := &streaks.Service{

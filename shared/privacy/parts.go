@@ -39,21 +39,24 @@ func (p *Reactions) Name() string { return "reactions" }
 
 // Erase implements Part.
 func (p *Reactions) Erase(ctx context.Context, r *Run) error {
-	// The versions are recorded before each page is deleted (so a run that
-	// dies deleting still knows what to wait for), and again as deleted, in
-	// case an edge changed in between.
+	// The versions are recorded before each page is deleted, so a run that
+	// dies deleting still knows what to wait for; an edge that changed
+	// between the listing and its deletion is recorded again at the
+	// version it was deleted at.
+	announced := map[reactions.Ref]int64{}
 	await := func(refs map[reactions.Ref]int64) error {
 		versions := make(map[string]int64, len(refs))
 		for ref, v := range refs {
-			versions[awaitKey(string(ref.Kind), ref.TargetID)] = v
+			if v > announced[ref] {
+				announced[ref] = v
+				versions[awaitKey(string(ref.Kind), ref.TargetID)] = v
+			}
 		}
 		return r.Await(ctx, versions)
 	}
 	deleted, err := p.Edges.EraseUser(ctx, r.UserID, await)
-	if len(deleted) > 0 {
-		if aerr := await(deleted); aerr != nil {
-			return aerr
-		}
+	if aerr := await(deleted); aerr != nil {
+		return aerr
 	}
 	if err != nil {
 		return err
