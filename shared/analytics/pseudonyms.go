@@ -63,19 +63,10 @@ type ErasureGuard interface {
 	Unerased(user string, since time.Time) types.TransactWriteItem
 }
 
-// PIDs returns the PID of each of users, creating the secret of a user who
-// has none. Concurrent callers creating the same secret agree on it.
-func (p *Pseudonyms) PIDs(ctx context.Context, users []string) (map[string]string, error) {
-	since := make(map[string]time.Time, len(users))
-	for _, u := range users {
-		since[u] = time.Time{}
-	}
-	return p.PIDsSince(ctx, since)
-}
-
-// PIDsSince is PIDs for users whose events in hand start at since[user]:
-// a user erased at or after that time gets the PID "" (no secret is
-// created for them).
+// PIDsSince returns the PID of each user whose events in hand start at
+// since[user], creating the secret of a user who has none; concurrent
+// callers creating the same secret agree on it. A user erased at or after
+// that time gets the PID "" (no secret is created for them).
 func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) (map[string]string, error) {
 	var keys []map[string]types.AttributeValue
 	seen := map[string]bool{}

@@ -319,7 +319,7 @@ func TestShipperRetriesRefusedRecordsUntilEachArrivesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.hose.deliveredOnce(t, ids)
-	pids, err := r.pseudonyms().PIDs(context.Background(), []string{"u0", "u1"})
+	pids, err := pidsOf(context.Background(), r.pseudonyms(), []string{"u0", "u1"})
 	if err != nil {
 		t.Fatal(err)
 	}
