@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/analytics"
-	"github.com/rallyhq/rally/shared/leaderboards"
-	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
+	"github.com/rallyhq/rally/shared/players"
+	pldynamo "github.com/rallyhq/rally/shared/players/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -27,8 +27,8 @@ func TestPIDsAreStablePerUserAndDistinctAcrossUsers(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
-	players := &lbdynamo.Players{DB: r.db, Table: r.names.Of(schema.Players)}
-	if err := players.PutProfile(ctx, leaderboards.Profile{PlayerID: "ann", DisplayName: "Ann", Region: "eu"}); err != nil {
+	store := &pldynamo.Players{DB: r.db, Table: r.names.Of(schema.Players)}
+	if err := store.PutProfile(ctx, players.Profile{PlayerID: "ann", DisplayName: "Ann", Region: "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	users := []string{"ann", "bob", "ann", ""}
@@ -61,7 +61,7 @@ func TestPIDsAreStablePerUserAndDistinctAcrossUsers(t *testing.T) {
 	}
 	equal(t, "PIDs on a later call", again, map[string]string{"ann": first["ann"], "bob": first["bob"], "user-149": first["user-149"]})
 
-	profiles, err := players.Profiles(ctx, []string{"ann", "bob"})
+	profiles, err := store.Profiles(ctx, []string{"ann", "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,3 +53,16 @@ func (r *Request) Player() (string, error) {
 	}
 	return c.Player, nil
 }
+
+// Service returns the calling service (its IAM identity): service routes
+// refuse a player's token even where the gateway let one through.
+func (r *Request) Service() (string, error) {
+	c, err := r.Caller()
+	if err != nil {
+		return "", err
+	}
+	if !c.IsService() {
+		return "", errs.New(errs.Forbidden, "this route is for services")
+	}
+	return c.Service, nil
+}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/cachegen"
+	"github.com/rallyhq/rally/shared/games"
+	gmdynamo "github.com/rallyhq/rally/shared/games/dynamo"
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/ratelimit"
 	"github.com/rallyhq/rally/shared/reactions"
@@ -47,7 +49,7 @@ func bindReactions(d *Deps) {
 	svc := &reactions.Service{
 		Edges:   d.edges(),
 		Counts:  counts,
-		Games:   &dynamo.Games{DB: d.DB, Table: d.Config.Tables.Of(schema.Games)},
+		Games:   d.games(),
 		Mirror:  m,
 		Limits:  &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock},
 		Budgets: d.reactionBudgets(),
@@ -63,7 +65,6 @@ func bindReactions(d *Deps) {
 		routes.FavoriteStatus.Function: h.FavoriteStatus,
 		routes.CountFavorites.Function: h.CountFavorites,
 		routes.TopGames.Function:       h.TopGames,
-		routes.PutGame.Function:        h.PutGame,
 		routes.LikePost.Function:       h.LikePost,
 		routes.UnlikePost.Function:     h.UnlikePost,
 		routes.ToggleLike.Function:     h.ToggleLike,
@@ -71,6 +72,8 @@ func bindReactions(d *Deps) {
 	} {
 		d.http[fn] = e
 	}
+	gh := &games.API{Store: d.games(), Clock: d.Clock}
+	d.http[routes.PutGame.Function] = gh.PutGame
 	p := &reactions.CounterProcessor{
 		Decode:        dynamo.ChangeFromRecord,
 		Counts:        counts,
@@ -84,4 +87,8 @@ func bindReactions(d *Deps) {
 		SnapshotEvery: d.Config.SnapshotEvery,
 	}
 	d.handlers[routes.CounterProcessor.Function] = p.Process
+}
+
+func (d *Deps) games() *gmdynamo.Games {
+	return &gmdynamo.Games{DB: d.DB, Table: d.Config.Tables.Of(schema.Games)}
 }

@@ -5,16 +5,17 @@ import (
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/leaderboards/mirror"
+	"github.com/rallyhq/rally/shared/players"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 // bindLeaderboards binds the leaderboard and player routes and the
 // leaderboard processor.
 func bindLeaderboards(d *Deps) {
-	defs, scores, players := d.boardDefinitions(), d.scores(), d.players()
+	defs, scores, people := d.boardDefinitions(), d.scores(), d.players()
 	gen := d.tracker(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
-	svc := leaderboards.NewService(defs, scores, players, m, d.Clock, d.Log)
+	svc := leaderboards.NewService(defs, scores, people, m, d.Clock, d.Log)
 	h := &leaderboards.API{Service: svc}
 	for fn, e := range map[string]api.Endpoint{
 		routes.PutLeaderboard.Function: h.PutLeaderboard,
@@ -23,11 +24,12 @@ func bindLeaderboards(d *Deps) {
 		routes.LeaderboardTop.Function: h.LeaderboardTop,
 		routes.PlayerRank.Function:     h.PlayerRank,
 		routes.FriendsRank.Function:    h.FriendsRank,
-		routes.PutFriends.Function:     h.PutFriends,
-		routes.PutProfile.Function:     h.PutProfile,
 	} {
 		d.http[fn] = e
 	}
+	ph := &players.API{Store: d.players(), Clock: d.Clock}
+	d.http[routes.PutFriends.Function] = ph.PutFriends
+	d.http[routes.PutProfile.Function] = ph.PutProfile
 	p := &leaderboards.Processor{
 		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,

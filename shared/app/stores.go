@@ -3,6 +3,7 @@ package app
 import (
 	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/obs"
+	pldynamo "github.com/rallyhq/rally/shared/players/dynamo"
 	rxdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
 	stdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
@@ -28,8 +29,8 @@ func (d *Deps) scores() *lbdynamo.Scores {
 	return &lbdynamo.Scores{DB: d.DB, Table: tables.Of(schema.Scores), Events: tables.Of(schema.ScoreEvents), Clock: d.Clock}
 }
 
-func (d *Deps) players() *lbdynamo.Players {
-	return &lbdynamo.Players{DB: d.DB, Table: d.Config.Tables.Of(schema.Players), Clock: d.Clock}
+func (d *Deps) players() *pldynamo.Players {
+	return &pldynamo.Players{DB: d.DB, Table: d.Config.Tables.Of(schema.Players), Clock: d.Clock}
 }
 
 func (d *Deps) streakStore() *stdynamo.Store {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +25,6 @@ const (
 	DefaultTop = 10
 	MaxK       = 50
 	DefaultK   = 4
-	MaxFriends = 1000
 	// MaxClockSkew is how far in the future a match may say it happened.
 	MaxClockSkew = 5 * time.Minute
 )
@@ -119,36 +117,11 @@ type (
 		AsOf         time.Time  `json:"as_of"`
 		Degraded     bool       `json:"degraded,omitempty"`
 	}
-	friendsRequest struct {
-		FriendIDs *[]string `json:"friend_ids"`
-	}
-	friendsReply struct {
-		PlayerID  string   `json:"player_id"`
-		FriendIDs []string `json:"friend_ids"`
-	}
-	profileRequest struct {
-		DisplayName *string `json:"display_name"`
-		AvatarURL   *string `json:"avatar_url"`
-		Region      *string `json:"region"`
-	}
-	profileBody struct {
-		PlayerID    string    `json:"player_id"`
-		DisplayName string    `json:"display_name"`
-		AvatarURL   *string   `json:"avatar_url"`
-		Region      *string   `json:"region"`
-		UpdatedAt   time.Time `json:"updated_at"`
-	}
 )
 
 func service(r *api.Request) error {
-	c, err := r.Caller()
-	if err != nil {
-		return err
-	}
-	if !c.IsService() {
-		return errs.New(errs.Forbidden, "this route is for services")
-	}
-	return nil
+	_, err := r.Service()
+	return err
 }
 
 func oneOf[T ~string](f *errs.Fields, field string, v *string, def T, allowed ...T) T {
@@ -436,91 +409,4 @@ func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, er
 		PlayerID: player, Period: st.Period, Score: st.Self.Score, FriendsRank: st.Self.Rank, FriendsTotal: st.Total,
 		Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
 	}), nil
-}
-
-// PutFriends serves PUT /v1/players/{player_id}/friends.
-func (a *API) PutFriends(ctx context.Context, r *api.Request) (api.Response, error) {
-	if err := service(r); err != nil {
-		return api.Response{}, err
-	}
-	var f errs.Fields
-	player := playerArg(r, &f)
-	var in friendsRequest
-	if err := r.Decode(&in); err != nil {
-		return api.Response{}, err
-	}
-	var friends []string
-	switch {
-	case in.FriendIDs == nil:
-		f.Add("friend_ids", "is required (an empty list clears the friends)")
-	case len(*in.FriendIDs) > MaxFriends:
-		f.Add("friend_ids", "at most 1000 friends")
-	default:
-		seen := map[string]bool{player: true}
-		for _, id := range *in.FriendIDs {
-			if !api.ValidID(id) {
-				f.Add("friend_ids", "each id must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
-				break
-			}
-			if !seen[id] {
-				seen[id] = true
-				friends = append(friends, id)
-			}
-		}
-	}
-	if err := f.Err(); err != nil {
-		return api.Response{}, err
-	}
-	if err := a.Service.PutFriends(ctx, player, friends); err != nil {
-		return api.Response{}, err
-	}
-	if friends == nil {
-		friends = []string{}
-	}
-	return api.OK(friendsReply{PlayerID: player, FriendIDs: friends}), nil
-}
-
-// PutProfile serves PUT /v1/players/{player_id}/profile.
-func (a *API) PutProfile(ctx context.Context, r *api.Request) (api.Response, error) {
-	if err := service(r); err != nil {
-		return api.Response{}, err
-	}
-	var f errs.Fields
-	p := Profile{PlayerID: playerArg(r, &f)}
-	var in profileRequest
-	if err := r.Decode(&in); err != nil {
-		return api.Response{}, err
-	}
-	switch {
-	case in.DisplayName == nil:
-		f.Add("display_name", "is required")
-	case strings.TrimSpace(*in.DisplayName) == "" || utf8.RuneCountInString(*in.DisplayName) > 64:
-		f.Add("display_name", "must be 1-64 characters")
-	default:
-		p.DisplayName = *in.DisplayName
-	}
-	if in.AvatarURL != nil && *in.AvatarURL != "" {
-		u, err := url.Parse(*in.AvatarURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(*in.AvatarURL) > 2048 {
-			f.Add("avatar_url", "must be an absolute http(s) URL of at most 2048 characters")
-		} else {
-			p.AvatarURL = *in.AvatarURL
-		}
-	}
-	p.Region = optionalID(&f, "region", in.Region)
-	if err := f.Err(); err != nil {
-		return api.Response{}, err
-	}
-	stored, err := a.Service.PutProfile(ctx, p)
-	if err != nil {
-		return api.Response{}, err
-	}
-	body := profileBody{PlayerID: stored.PlayerID, DisplayName: stored.DisplayName, UpdatedAt: stored.UpdatedAt}
-	if stored.AvatarURL != "" {
-		body.AvatarURL = &stored.AvatarURL
-	}
-	if stored.Region != "" {
-		body.Region = &stored.Region
-	}
-	return api.OK(body), nil
 }

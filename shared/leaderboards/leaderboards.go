@@ -5,14 +5,17 @@
 // top N, a player's rank with neighbours, rank among friends — from the Redis
 // ranking engine, or from DynamoDB when Redis cannot be trusted.
 //
-// Adapters live in sub-packages: dynamo (definitions, scores, players) and
-// the Redis side in this package's mirror.go over shared/ranking.
+// Adapters live in sub-packages: dynamo (definitions and scores) and mirror
+// (the boards in Redis, over shared/ranking). Profiles and friend lists
+// belong to shared/players.
 package leaderboards
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/rallyhq/rally/shared/players"
 )
 
 // Policy says how a submission changes a player's score.
@@ -140,15 +143,6 @@ type Entry struct {
 	ReachedAt time.Time
 }
 
-// Profile is what boards show of a player.
-type Profile struct {
-	PlayerID    string
-	DisplayName string
-	AvatarURL   string
-	Region      string
-	UpdatedAt   time.Time
-}
-
 // ErrNotRanked means the player has no score on the board in that period.
 var ErrNotRanked = errors.New("leaderboards: player not ranked")
 
@@ -197,10 +191,9 @@ type Cache interface {
 	Total(ctx context.Context, d Definition, period string) (int64, error)
 }
 
-// Players stores profiles and friend lists.
+// Players is what boards read of players (shared/players): display names
+// for the entries, and friend lists for friends-rank.
 type Players interface {
-	PutProfile(ctx context.Context, p Profile) error
-	Profiles(ctx context.Context, ids []string) (map[string]Profile, error)
-	PutFriends(ctx context.Context, player string, friends []string) error
+	Profiles(ctx context.Context, ids []string) (map[string]players.Profile, error)
 	Friends(ctx context.Context, player string) ([]string, error)
 }

@@ -347,13 +347,3 @@ func contains(entries []Entry, player string) bool {
 	return false
 }
 
-// PutProfile stores a player's profile.
-func (s *Service) PutProfile(ctx context.Context, p Profile) (Profile, error) {
-	p.UpdatedAt = s.Clock.Now()
-	return p, s.Players.PutProfile(ctx, p)
-}
-
-// PutFriends replaces a player's friend list.
-func (s *Service) PutFriends(ctx context.Context, player string, friends []string) error {
-	return s.Players.PutFriends(ctx, player, friends)
-}

@@ -2,13 +2,12 @@ package reactions
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -77,16 +76,6 @@ type (
 		Items    []topItem `json:"items"`
 		AsOf     time.Time `json:"as_of"`
 		Degraded bool      `json:"degraded,omitempty"`
-	}
-	putGameRequest struct {
-		Title        *string `json:"title"`
-		ThumbnailURL *string `json:"thumbnail_url"`
-	}
-	putGameBody struct {
-		GameID       string    `json:"game_id"`
-		Title        string    `json:"title"`
-		ThumbnailURL *string   `json:"thumbnail_url"`
-		UpdatedAt    time.Time `json:"updated_at"`
 	}
 )
 
@@ -257,8 +246,8 @@ func (a *API) ListFavorites(ctx context.Context, r *api.Request) (api.Response, 
 	return api.OK(body), nil
 }
 
-func gameOf(games map[string]Game, id string) *gameBody {
-	g, ok := games[id]
+func gameOf(known map[string]games.Game, id string) *gameBody {
+	g, ok := known[id]
 	if !ok {
 		return nil
 	}
@@ -368,49 +357,6 @@ func (a *API) TopGames(ctx context.Context, r *api.Request) (api.Response, error
 	body := topBody{Window: w, Items: make([]topItem, 0, len(top.Items)), AsOf: top.AsOf, Degraded: top.Degraded}
 	for _, it := range top.Items {
 		body.Items = append(body.Items, topItem{Rank: it.Rank, GameID: it.ID, Score: it.Score, Game: gameOf(games, it.ID)})
-	}
-	return api.OK(body), nil
-}
-
-// PutGame serves PUT /v1/games/{game_id} (service callers).
-func (a *API) PutGame(ctx context.Context, r *api.Request) (api.Response, error) {
-	caller, err := r.Caller()
-	if err != nil {
-		return api.Response{}, err
-	}
-	if !caller.IsService() {
-		return api.Response{}, errs.New(errs.Forbidden, "this route is for services")
-	}
-	var f errs.Fields
-	id := r.Path("game_id")
-	api.CheckID(&f, "game_id", id)
-	var in putGameRequest
-	if err := r.Decode(&in); err != nil {
-		return api.Response{}, err
-	}
-	switch {
-	case in.Title == nil:
-		f.Add("title", "is required")
-	case strings.TrimSpace(*in.Title) == "" || utf8.RuneCountInString(*in.Title) > 200:
-		f.Add("title", "must be 1-200 characters")
-	}
-	thumb := ""
-	if in.ThumbnailURL != nil {
-		thumb = *in.ThumbnailURL
-		if u, err := url.Parse(thumb); thumb != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(thumb) > 2048) {
-			f.Add("thumbnail_url", "must be an absolute http(s) URL of at most 2048 characters")
-		}
-	}
-	if err := f.Err(); err != nil {
-		return api.Response{}, err
-	}
-	g, err := a.Service.PutGame(ctx, Game{ID: id, Title: *in.Title, ThumbnailURL: thumb})
-	if err != nil {
-		return api.Response{}, err
-	}
-	body := putGameBody{GameID: g.ID, Title: g.Title, UpdatedAt: g.UpdatedAt}
-	if g.ThumbnailURL != "" {
-		body.ThumbnailURL = &g.ThumbnailURL
 	}
 	return api.OK(body), nil
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/idempotency"
 )
 
@@ -139,14 +140,6 @@ type Top struct {
 	Degraded bool
 }
 
-// Game is game metadata used to enrich lists.
-type Game struct {
-	ID           string
-	Title        string
-	ThumbnailURL string
-	UpdatedAt    time.Time
-}
-
 // Page is one page of a user's reactions, newest first.
 type Page struct {
 	Edges []Edge
@@ -182,10 +175,10 @@ type Commit struct {
 	Respond func(after Edge) (idempotency.Result, error)
 }
 
-// Games stores game metadata.
+// Games is what lists read of game metadata (shared/games) to show beside
+// each game id.
 type Games interface {
-	Put(ctx context.Context, g Game) error
-	Get(ctx context.Context, ids []string) (map[string]Game, error)
+	Get(ctx context.Context, ids []string) (map[string]games.Game, error)
 }
 
 // Span is the length of a trending bucket.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/ratelimit"
 )
 
@@ -174,27 +175,18 @@ func (s *Service) Top(ctx context.Context, kind Kind, w Window, limit int) (Top,
 	return snap, nil
 }
 
-// PutGame stores a game's metadata.
-func (s *Service) PutGame(ctx context.Context, g Game) (Game, error) {
-	g.UpdatedAt = s.Clock.Now()
-	if err := s.Games.Put(ctx, g); err != nil {
-		return Game{}, err
-	}
-	return g, nil
-}
-
 // GamesOf returns the metadata of the given games; a failure to enrich is
 // not a failure of the read, so it yields no metadata.
-func (s *Service) GamesOf(ctx context.Context, ids []string) map[string]Game {
+func (s *Service) GamesOf(ctx context.Context, ids []string) map[string]games.Game {
 	if len(ids) == 0 {
 		return nil
 	}
-	games, err := s.Games.Get(ctx, ids)
+	known, err := s.Games.Get(ctx, ids)
 	if err != nil {
 		s.Log.WarnContext(ctx, "game metadata unavailable", "error", err.Error())
 		return nil
 	}
-	return games
+	return known
 }
 
 // asOf is when a value was computed, or now for a value never computed.

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,70 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
-	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
 )
-
-// pagedDB returns at most two items per Query or Scan page, so an erasure
-// that trusted one page would leave items behind. beforeUpdate, when set,
-// runs before every UpdateItem, to change an item under it; failBatch, when
-// set, may fail a BatchWriteItem, as a crash there would.
-type pagedDB struct {
-	*dynamodb.Client
-	beforeUpdate func(*dynamodb.UpdateItemInput)
-	failBatch    func(*dynamodb.BatchWriteItemInput) error
-}
-
-func (d *pagedDB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	if d.failBatch != nil {
-		if err := d.failBatch(in); err != nil {
-			return nil, err
-		}
-	}
-	return d.Client.BatchWriteItem(ctx, in, opts...)
-}
-
-func (d *pagedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if in.Limit == nil {
-		in.Limit = aws.Int32(2)
-	}
-	return d.Client.Query(ctx, in, opts...)
-}
-
-func (d *pagedDB) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if in.Limit == nil {
-		in.Limit = aws.Int32(2)
-	}
-	return d.Client.Scan(ctx, in, opts...)
-}
-
-func (d *pagedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if d.beforeUpdate != nil {
-		d.beforeUpdate(in)
-	}
-	return d.Client.UpdateItem(ctx, in, opts...)
-}
-
-// holdsID reports whether av is, or (nested) holds, exactly the string id.
-func holdsID(av types.AttributeValue, id string) bool {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value == id
-	case *types.AttributeValueMemberSS:
-		return slices.Contains(v.Value, id)
-	case *types.AttributeValueMemberL:
-		return slices.ContainsFunc(v.Value, func(x types.AttributeValue) bool { return holdsID(x, id) })
-	case *types.AttributeValueMemberM:
-		for _, x := range v.Value {
-			if holdsID(x, id) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // mentioning returns the items of table holding s in any attribute value.
 func mentioning(t *testing.T, db *dynamodb.Client, table, s string) []map[string]types.AttributeValue {
@@ -97,7 +35,7 @@ const erased, kept = "erased-ann", "kept-bob"
 func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testing.T) {
 	ctx := context.Background()
 	client, names, _ := testenv.DynamoDB(t)
-	db := &pagedDB{Client: client}
+	db := &testenv.SmallPages{Client: client}
 	s := &dynamo.Scores{DB: db, Table: names.Of(schema.Scores), Events: names.Of(schema.ScoreEvents), Clock: &fixedClock{at: t0}}
 	boards := []leaderboards.Definition{
 		board("wins", leaderboards.Increment, leaderboards.Desc, leaderboards.Earliest),
@@ -150,7 +88,7 @@ func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testi
 	want := []dynamo.BoardPeriod{{"best", periods[0]}, {"best", periods[1]}, {"wins", periods[0]}, {"wins", periods[1]}}
 
 	// The first run dies once the scores are gone, before the matches are.
-	db.failBatch = func(in *dynamodb.BatchWriteItemInput) error {
+	db.FailBatch = func(in *dynamodb.BatchWriteItemInput) error {
 		if _, ok := in.RequestItems[s.Events]; ok {
 			return errors.New("the process died")
 		}
@@ -159,7 +97,7 @@ func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testi
 	if _, err := s.ErasePlayer(ctx, erased, ids); err == nil || strings.Contains(err.Error(), erased) {
 		t.Fatalf("an erasure that died: %v, want an error that does not name the player", err)
 	}
-	db.failBatch = nil
+	db.FailBatch = nil
 	got, err := s.ErasePlayer(ctx, erased, ids)
 	if err != nil {
 		t.Fatal(err)
@@ -199,91 +137,5 @@ func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testi
 	check("after a second erasure")
 	if after := testenv.TableItems(t, client, names.Of(schema.Scores)); !reflect.DeepEqual(before, after) {
 		t.Fatal("a second erasure changed the Scores table")
-	}
-}
-
-func TestErasePlayerDeletesTheProfileAndTakesThePlayerOutOfEveryFriendList(t *testing.T) {
-	ctx := context.Background()
-	client, names, _ := testenv.DynamoDB(t)
-	db := &pagedDB{Client: client}
-	clk := &fixedClock{at: t0}
-	s := &dynamo.Players{DB: db, Table: names.Of(schema.Players), Clock: clk}
-	friends := map[string][]string{
-		erased: {"bo", "cy"},
-		"bo":   {erased, "cy"},
-		"cy":   {erased},
-		"di":   {"x", erased, "y", erased},
-		"ed":   {"bo", "erased-ann-2"}, // a different player whose id starts alike
-		"fa":   nil,
-	}
-	for p, fs := range friends {
-		if err := s.PutProfile(ctx, leaderboards.Profile{PlayerID: p, DisplayName: strings.ToUpper(p), Region: "eu"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutFriends(ctx, p, fs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Another package keeps the player's analytics secret on the same item.
-	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(names.Of(schema.Players)),
-		Key:              map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: erased}},
-		UpdateExpression: aws.String("SET #secret = :s"), ExpressionAttributeNames: map[string]string{"#secret": analytics.SecretAttr},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberB{Value: []byte("0123456789abcdef")}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// Between the scan and the rewrite of bo's list, bo's list changes:
-	// the rewrite must notice, read it again and keep the new friend.
-	var once sync.Once
-	db.beforeUpdate = func(in *dynamodb.UpdateItemInput) {
-		if in.Key[schema.AttrPlayerID].(*types.AttributeValueMemberS).Value != "bo" {
-			return
-		}
-		once.Do(func() {
-			if err := (&dynamo.Players{DB: client, Table: s.Table, Clock: clk}).PutFriends(ctx, "bo", []string{"cy", erased, "zed"}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	clk.Set(t0.Add(1))
-
-	if err := s.ErasePlayer(ctx, erased); err != nil {
-		t.Fatal(err)
-	}
-	wantFriends := map[string][]string{"bo": {"cy", "zed"}, "cy": nil, "di": {"x", "y"}, "ed": {"bo", "erased-ann-2"}, "fa": nil, erased: nil}
-	check := func(when string) {
-		t.Helper()
-		for p, want := range wantFriends {
-			if got, err := s.Friends(ctx, p); err != nil || !slices.Equal(got, want) {
-				t.Fatalf("%s: friends of %s: %v %v, want %v", when, p, got, err, want)
-			}
-		}
-		own, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(names.Of(schema.Players)), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: erased}},
-		})
-		if err != nil || len(own.Item) > 0 {
-			t.Fatalf("%s: the player's item (profile, friends, analytics secret): %v %v, want none", when, own.Item, err)
-		}
-		profiles, err := s.Profiles(ctx, []string{erased, "bo", "cy", "di", "ed", "fa"})
-		if err != nil || len(profiles) != 5 {
-			t.Fatalf("%s: profiles %v %v, want the 5 others'", when, profiles, err)
-		}
-		for _, it := range testenv.TableItems(t, client, names.Of(schema.Players)) {
-			if holdsID(&types.AttributeValueMemberM{Value: it}, erased) {
-				t.Fatalf("%s: an item still names the player: %v", when, it)
-			}
-		}
-	}
-	check("after erasure")
-	before := testenv.TableItems(t, client, names.Of(schema.Players))
-	clk.Set(t0.Add(2))
-	if err := s.ErasePlayer(ctx, erased); err != nil {
-		t.Fatal(err)
-	}
-	check("after a second erasure")
-	if after := testenv.TableItems(t, client, names.Of(schema.Players)); !reflect.DeepEqual(before, after) {
-		t.Fatal("a second erasure changed the Players table")
 	}
 }

@@ -15,13 +15,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
-// stores are the three leaderboard stores over a fresh set of tables in
+// stores are the leaderboard stores over a fresh set of tables in
 // DynamoDB Local.
 type stores struct {
-	defs    *dynamo.Definitions
-	scores  *dynamo.Scores
-	players *dynamo.Players
-	clock   *fixedClock
+	defs   *dynamo.Definitions
+	scores *dynamo.Scores
+	clock  *fixedClock
 }
 
 func newStores(t *testing.T) stores {
@@ -29,10 +28,9 @@ func newStores(t *testing.T) stores {
 	db, names, _ := testenv.DynamoDB(t)
 	clk := &fixedClock{at: t0}
 	return stores{
-		defs:    &dynamo.Definitions{DB: db, Table: names.Of(schema.Leaderboards), Clock: clk},
-		scores:  &dynamo.Scores{DB: db, Table: names.Of(schema.Scores), Events: names.Of(schema.ScoreEvents), Clock: clk},
-		players: &dynamo.Players{DB: db, Table: names.Of(schema.Players), Clock: clk},
-		clock:   clk,
+		defs:   &dynamo.Definitions{DB: db, Table: names.Of(schema.Leaderboards), Clock: clk},
+		scores: &dynamo.Scores{DB: db, Table: names.Of(schema.Scores), Events: names.Of(schema.ScoreEvents), Clock: clk},
+		clock:  clk,
 	}
 }
 

@@ -1,3 +1,4 @@
+// Package dynamo stores game metadata in the Games table.
 package dynamo
 
 import (
@@ -11,17 +12,17 @@ import (
 
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/errs"
-	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Games stores game metadata in the Games table.
 type Games struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 }
 
-var _ reactions.Games = (*Games)(nil)
+var _ games.Store = (*Games)(nil)
 
 type gameItem struct {
 	GameID       string `dynamodbav:"game_id"`
@@ -31,8 +32,8 @@ type gameItem struct {
 }
 
 // Put replaces a game's metadata.
-func (s *Games) Put(ctx context.Context, g reactions.Game) error {
-	item, err := attributevalue.MarshalMap(gameItem{GameID: g.ID, Title: g.Title, ThumbnailURL: g.ThumbnailURL, UpdatedAt: formatTime(g.UpdatedAt)})
+func (s *Games) Put(ctx context.Context, g games.Game) error {
+	item, err := attributevalue.MarshalMap(gameItem{GameID: g.ID, Title: g.Title, ThumbnailURL: g.ThumbnailURL, UpdatedAt: ddb.FormatTime(g.UpdatedAt)})
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func (s *Games) Put(ctx context.Context, g reactions.Game) error {
 }
 
 // Get reads the metadata of the given games; unknown ones are absent.
-func (s *Games) Get(ctx context.Context, ids []string) (map[string]reactions.Game, error) {
+func (s *Games) Get(ctx context.Context, ids []string) (map[string]games.Game, error) {
 	seen := map[string]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, id := range ids {
@@ -56,13 +57,13 @@ func (s *Games) Get(ctx context.Context, ids []string) (map[string]reactions.Gam
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, fmt.Errorf("read games: %w", err), "the games store is unreachable")
 	}
-	out := make(map[string]reactions.Game, len(raw))
+	out := make(map[string]games.Game, len(raw))
 	for _, r := range raw {
 		var it gameItem
 		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
 			return nil, fmt.Errorf("decode game: %w", err)
 		}
-		out[it.GameID] = reactions.Game{ID: it.GameID, Title: it.Title, ThumbnailURL: it.ThumbnailURL, UpdatedAt: parseTime(it.UpdatedAt)}
+		out[it.GameID] = games.Game{ID: it.GameID, Title: it.Title, ThumbnailURL: it.ThumbnailURL, UpdatedAt: ddb.ParseTime(it.UpdatedAt)}
 	}
 	return out, nil
 }

@@ -1,8 +1,11 @@
+// Package dynamo stores players in the Players table: profiles and friend
+// lists, each written by its own update so neither undoes the other.
 package dynamo
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -11,22 +14,24 @@ import (
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ddb"
-	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/players"
 	"github.com/rallyhq/rally/shared/schema"
 )
+
 
 // Players stores profiles and friend lists in the Players table. Each write
 // updates only its own attributes, so a profile sync and a friends sync of
 // the same player never undo each other.
 type Players struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 	// Clock stamps updated_at when the write carries no time; nil means the
 	// wall clock.
 	Clock clock.Clock
 }
 
-var _ leaderboards.Players = (*Players)(nil)
+var _ players.Store = (*Players)(nil)
 
 type playerItem struct {
 	PlayerID    string   `dynamodbav:"player_id"`
@@ -42,7 +47,7 @@ func (s *Players) key(player string) map[string]types.AttributeValue {
 }
 
 // PutProfile sets the player's display name, avatar and region.
-func (s *Players) PutProfile(ctx context.Context, p leaderboards.Profile) error {
+func (s *Players) PutProfile(ctx context.Context, p players.Profile) error {
 	at := p.UpdatedAt
 	if at.IsZero() {
 		at = now(s.Clock)
@@ -55,7 +60,7 @@ func (s *Players) PutProfile(ctx context.Context, p leaderboards.Profile) error 
 		ExpressionAttributeNames: map[string]string{"#region": "region"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":name": ddb.S(p.DisplayName), ":avatar": ddb.S(p.AvatarURL), ":region": ddb.S(p.Region),
-			":now": ddb.S(formatTime(at)),
+			":now": ddb.S(ddb.FormatTime(at)),
 		},
 	})
 	if err != nil {
@@ -66,7 +71,7 @@ func (s *Players) PutProfile(ctx context.Context, p leaderboards.Profile) error 
 
 // Profiles returns the profiles of the given players; players without one
 // are absent.
-func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]leaderboards.Profile, error) {
+func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]players.Profile, error) {
 	var keys []map[string]types.AttributeValue
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -79,7 +84,7 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]leader
 	if err != nil {
 		return nil, unavailable(err, "read profiles")
 	}
-	out := make(map[string]leaderboards.Profile, len(raw))
+	out := make(map[string]players.Profile, len(raw))
 	for _, r := range raw {
 		var it playerItem
 		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
@@ -88,9 +93,9 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]leader
 		if it.DisplayName == nil {
 			continue // only friends were synced for this player
 		}
-		out[it.PlayerID] = leaderboards.Profile{
+		out[it.PlayerID] = players.Profile{
 			PlayerID: it.PlayerID, DisplayName: *it.DisplayName, AvatarURL: it.AvatarURL,
-			Region: it.Region, UpdatedAt: parseTime(it.UpdatedAt),
+			Region: it.Region, UpdatedAt: ddb.ParseTime(it.UpdatedAt),
 		}
 	}
 	return out, nil
@@ -102,7 +107,7 @@ func (s *Players) PutFriends(ctx context.Context, player string, friends []strin
 		TableName:                 aws.String(s.Table),
 		Key:                       s.key(player),
 		UpdateExpression:          aws.String("SET updated_at = :now REMOVE friend_ids"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ddb.S(formatTime(now(s.Clock)))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ddb.S(ddb.FormatTime(now(s.Clock)))},
 	}
 	if len(friends) > 0 {
 		list, err := attributevalue.Marshal(friends)
@@ -134,4 +139,18 @@ func (s *Players) Friends(ctx context.Context, player string) ([]string, error) 
 		return nil, fmt.Errorf("decode friends of %s: %w", player, err)
 	}
 	return it.FriendIDs, nil
+}
+
+// now is c's time, or the wall clock when the store was built without one.
+func now(c clock.Clock) time.Time {
+	if c == nil {
+		return time.Now().UTC()
+	}
+	return c.Now().UTC()
+}
+
+// unavailable classifies a DynamoDB failure: the source of truth cannot be
+// reached, which callers answer with 503.
+func unavailable(err error, what string) error {
+	return errs.Wrap(errs.Unavailable, fmt.Errorf("%s: %w", what, err), "the players store is unreachable")
 }
