@@ -7,7 +7,7 @@ SHELL := /bin/bash
 GO        ?= go
 FUNCTIONS := $(sort $(notdir $(wildcard functions/*)))
 BUILD_DIR := build
-GOFLAGS_LAMBDA := -tags lambda.norpc -trimpath -ldflags "-s -w"
+GOFLAGS_LAMBDA := -tags lambda.norpc,grpcnotrace -trimpath -ldflags "-s -w"
 
 .PHONY: dev test build synth deploy lint clean tools check-go check-node check-java
 

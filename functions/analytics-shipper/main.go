@@ -8,11 +8,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.Stream(routes.AnalyticsShipper))
+	lambda.Start(deps.Stream(bind.Analytics, routes.AnalyticsShipper))
 }

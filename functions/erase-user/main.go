@@ -8,10 +8,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.HTTP(routes.EraseUser))
+	lambda.Start(deps.HTTP(bind.Privacy, routes.EraseUser))
 }

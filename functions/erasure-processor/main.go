@@ -9,10 +9,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/app/all"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.Stream(routes.ErasureProcessor))
+	lambda.Start(deps.Stream(all.Erasure, routes.ErasureProcessor))
 }

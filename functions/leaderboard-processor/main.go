@@ -8,10 +8,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/leaderboards/bind"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.Stream(routes.LeaderboardProcessor))
+	lambda.Start(deps.Stream(bind.Leaderboards, routes.LeaderboardProcessor))
 }

@@ -7,10 +7,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/leaderboards/bind"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.HTTP(routes.PlayerRank))
+	lambda.Start(deps.HTTP(bind.Leaderboards, routes.PlayerRank))
 }

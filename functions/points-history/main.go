@@ -8,9 +8,10 @@ import (
 
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streaks/bind"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.HTTP(routes.PointsHistory))
+	lambda.Start(deps.HTTP(bind.Streaks, routes.PointsHistory))
 }

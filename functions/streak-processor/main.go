@@ -10,9 +10,10 @@ import (
 
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streaks/bind"
 )
 
 func main() {
 	deps := app.MustLoad(context.Background())
-	lambda.Start(deps.Stream(routes.StreakProcessor))
+	lambda.Start(deps.Stream(bind.Streaks, routes.StreakProcessor))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -78,13 +77,13 @@ func TestReplayReadsTheParkedRangeFromTheStream(t *testing.T) {
 	streams := testenv.StreamsClient(endpoint)
 	arn, shard, seqs := streamOf(t, ctx, db, streams, table, 6)
 
-	b := poller.BatchInfo{ShardID: shard, StartSequenceNumber: seqs[1], EndSequenceNumber: seqs[3], StreamARN: arn, BatchSize: 3}
+	b := streamread.BatchInfo{ShardID: shard, StartSequenceNumber: seqs[1], EndSequenceNumber: seqs[3], StreamARN: arn, BatchSize: 3}
 	inv := &fakeInvoker{fail: true}
-	if _, err := Replay(ctx, streams, inv, "counter-processor", poller.Parked{BatchInfo: b}, "us-east-1"); err == nil {
+	if _, err := Replay(ctx, streams, inv, "counter-processor", streamread.Parked{BatchInfo: b}, "us-east-1"); err == nil {
 		t.Fatal("a replay the processor failed counted as done")
 	}
 	inv.fail = false
-	n, err := Replay(ctx, streams, inv, "counter-processor", poller.Parked{BatchInfo: b}, "us-east-1")
+	n, err := Replay(ctx, streams, inv, "counter-processor", streamread.Parked{BatchInfo: b}, "us-east-1")
 	if err != nil || n != 3 {
 		t.Fatalf("replayed %d, %v", n, err)
 	}
@@ -96,48 +95,29 @@ func TestReplayReadsTheParkedRangeFromTheStream(t *testing.T) {
 
 func streamOf(t *testing.T, ctx context.Context, db *dynamodb.Client, s *dynamodbstreams.Client, table string, want int) (string, string, []string) {
 	t.Helper()
-	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	arn, err := streamread.StreamARN(ctx, db, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arn := aws.ToString(desc.Table.LatestStreamArn)
-	if arn == "" {
-		t.Fatalf("table %s has no stream", table)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		sd, err := s.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	var shard string
+	var seqs []string
+	await.Success(t, 10*time.Second, fmt.Sprintf("%d records on the stream of %s", want, table), func() error {
+		shards, err := streamread.All(ctx, s, arn, testenv.Region)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		for _, sh := range sd.StreamDescription.Shards {
-			it, err := s.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
-				StreamArn: aws.String(arn), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			page, err := s.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
-			var trimmed *types.TrimmedDataAccessException
-			if errors.As(err, &trimmed) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var seqs []string
-			for _, r := range page.Records {
-				seqs = append(seqs, aws.ToString(r.Dynamodb.SequenceNumber))
-			}
-			if len(seqs) >= want {
-				return arn, aws.ToString(sh.ShardId), seqs
+		for _, sh := range shards {
+			if len(sh.Records) >= want {
+				shard, seqs = sh.ShardID, nil
+				for _, r := range sh.Records {
+					seqs = append(seqs, r.Change.SequenceNumber)
+				}
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream of %s never showed %d records", table, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("no shard of %d holds %d records", len(shards), want)
+	})
+	return arn, shard, seqs
 }
 
 // The analytics shipper is declared once per stream it reads; redrive

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -23,11 +24,7 @@ import (
 // Function sizing. 512 MB buys enough CPU (Lambda scales CPU with memory)
 // to keep TLS handshakes to the cache and DynamoDB off the cold-start
 // latency; HTTP functions must finish well inside API Gateway's 30 s.
-const (
-	functionMemoryMB = 512
-	routeTimeout     = 10 // seconds
-	processorTimeout = 60 // seconds: a batch of hundreds of records with retries inside
-)
+const functionMemoryMB = 512
 
 const (
 	defaultLogLevel = "info"
@@ -64,7 +61,7 @@ type spec struct {
 	name        string
 	description string
 	uses        routes.Uses
-	timeout     float64
+	timeout     time.Duration
 }
 
 // NewFunctions creates every function.
@@ -85,7 +82,7 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	for _, r := range props.Routes {
 		if !added[r.Function] {
 			added[r.Function] = true
-			f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routeTimeout})
+			f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routes.RouteTimeout})
 		}
 	}
 	for _, p := range processorSpecs(props.Processors) {
@@ -105,7 +102,7 @@ func processorSpecs(ps []routes.Processor) []spec {
 	for _, p := range ps {
 		s, ok := byName[p.Function]
 		if !ok {
-			s = &spec{name: p.Function, timeout: processorTimeout}
+			s = &spec{name: p.Function, timeout: routes.ProcessorTimeout}
 			byName[p.Function] = s
 			order = append(order, p.Function)
 		}
@@ -198,7 +195,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		Handler:      jsii.String("bootstrap"),
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(props.BuildDir, s.name)), nil),
 		MemorySize:   jsii.Number(functionMemoryMB),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(s.timeout)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(s.timeout.Seconds())),
 		Tracing:      awslambda.Tracing_ACTIVE,
 		Role:         role,
 		LogGroup:     logs,

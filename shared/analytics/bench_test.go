@@ -22,7 +22,7 @@ func BenchmarkMap(b *testing.B) {
 	var recs = all[:0]
 	for _, r := range all { // only records that are events
 		source, _ := analytics.SourceOf(r.EventSourceArn, names)
-		if _, _, ok, _ := analytics.Map(source, r); ok {
+		if _, _, ok, _ := decoders.Map(source, r); ok {
 			recs = append(recs, r)
 		}
 	}
@@ -35,7 +35,7 @@ func BenchmarkMap(b *testing.B) {
 		if !ok {
 			b.Fatal("source not resolved")
 		}
-		ev, _, _, err := analytics.Map(source, r)
+		ev, _, _, err := decoders.Map(source, r)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,20 +8,30 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/analytics"
+	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
+	rdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streaks"
+	sdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// decoders are the decoders the shipper is given: each source table's own
+// store reads its records.
+var decoders = analytics.Decoders{
+	Reactions:   rdynamo.ChangeFromRecord,
+	Submissions: lbdynamo.SubmissionFromRecord,
+	Activity:    sdynamo.EventFromRecord,
+}
 
 // year dates the tests' items: DynamoDB Local expires items by expires_at
 // as DynamoDB does, so items dated in the past could vanish mid-test.
@@ -64,40 +74,17 @@ func (r rig) tail(table schema.Table) *tail { return &tail{r: r, table: table} }
 func (tl *tail) next(t testing.TB) []events.DynamoDBEventRecord {
 	t.Helper()
 	ctx := context.Background()
-	out, err := tl.r.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tl.r.names.Of(tl.table))})
+	arn, err := streamread.StreamARN(ctx, tl.r.db, tl.r.names.Of(tl.table))
 	if err != nil {
 		t.Fatal(err)
 	}
-	arn := aws.ToString(out.Table.LatestStreamArn)
-	desc, err := tl.r.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	shards, err := streamread.All(ctx, tl.r.streams, arn, testenv.Region)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var all []events.DynamoDBEventRecord
-	for _, sh := range desc.StreamDescription.Shards {
-		it, err := tl.r.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
-			StreamArn: aws.String(arn), ShardId: sh.ShardId, ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for iter := it.ShardIterator; iter != nil; {
-			page, err := tl.r.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, rec := range page.Records {
-				lr, err := poller.LambdaRecord(rec, arn, testenv.Region)
-				if err != nil {
-					t.Fatal(err)
-				}
-				all = append(all, lr)
-			}
-			if len(page.Records) == 0 {
-				break
-			}
-			iter = page.NextShardIterator
-		}
+	for _, sh := range shards {
+		all = append(all, sh.Records...)
 	}
 	fresh := all[tl.seen:]
 	tl.seen = len(all)
@@ -131,10 +118,11 @@ func record(names schema.Names, table schema.Table, seq int, name string, newIma
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 
-// activityItem is an Activity evt# item as streaks/dynamo writes it.
+// activityItem is an Activity evt# item as streaks/dynamo writes it (the
+// store's own key), for records no store would write (missing attributes).
 func activityItem(user string, at time.Time, id, eventType string, points, streak int64, region string) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{
-		"user_id": s(user), "sk": s(fmt.Sprintf("evt#%013d#%s", at.UnixMilli(), id)), "event_id": s(id),
+		"user_id": s(user), "sk": s(sdynamo.EventSK(streaks.Event{ID: id, OccurredAt: at})), "event_id": s(id),
 		"event_type": s(eventType), "source": s("mobile_app"), "occurred_at": s(at.UTC().Format(time.RFC3339Nano)),
 		"date": s(at.UTC().Format("2006-01-02")), "points": n(points), "timezone": s("UTC"), "streak": n(streak),
 		"expires_at": n(at.Add(90 * 24 * time.Hour).Unix()),
@@ -157,7 +145,7 @@ func edgeItem(user, kind, target, state string, ver int64, at time.Time) map[str
 // scoreEventItem is a ScoreEvents item as leaderboards/dynamo writes it.
 func scoreEventItem(board, player, match string, score int64, at time.Time) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"pk": s(board + "#" + player), "match_id": s(match), "board": s(board), "player_id": s(player),
+		"pk": s(lbdynamo.EventKey(board, player)), "match_id": s(match), "board": s(board), "player_id": s(player),
 		"period": s(at.UTC().Format("2006-01-02")), "score": n(score), "occurred_at": s(at.UTC().Format(time.RFC3339Nano)),
 		"recorded_at": s(at.UTC().Format(time.RFC3339Nano)), "expires_at": n(at.Add(90 * 24 * time.Hour).Unix()),
 	}

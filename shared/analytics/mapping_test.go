@@ -40,7 +40,7 @@ func mapAll(t *testing.T, names schema.Names, recs []events.DynamoDBEventRecord)
 		if !ok {
 			t.Fatalf("record %s: source %s not resolved", rec.EventID, rec.EventSourceArn)
 		}
-		ev, user, ok, err := analytics.Map(source, rec)
+		ev, user, ok, err := decoders.Map(source, rec)
 		if err != nil {
 			t.Fatalf("%s %s record: %v", source.Name, rec.EventName, err)
 		}
@@ -54,7 +54,7 @@ func mapAll(t *testing.T, names schema.Names, recs []events.DynamoDBEventRecord)
 			!ev.OccurredAt.Equal(ev.OccurredAt.Truncate(time.Millisecond)) || ev.UserPID != "" {
 			t.Fatalf("event %+v: want schema version, UTC ms time, no PID yet", ev)
 		}
-		again, _, _, _ := analytics.Map(source, rec)
+		again, _, _, _ := decoders.Map(source, rec)
 		equal(t, "the same record mapped twice", again, ev)
 		out = append(out, mapped{Type: ev.EventType, User: user, Event: ev})
 	}
@@ -237,26 +237,26 @@ func TestEventIDsAreDeterministicPerRecord(t *testing.T) {
 	names := schema.NamesFromEnv("Rally-dev-")
 	at := time.Date(year, 3, 10, 9, 0, 0, 0, time.UTC)
 	rec := record(names, schema.Activity, 1, "INSERT", activityItem("u", at, "e1", "DAILY_OPEN", 10, 1, ""), nil)
-	a, _, _, err := analytics.Map(schema.Activity, rec)
+	a, _, _, err := decoders.Map(schema.Activity, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	redelivered := rec
 	redelivered.Change.SequenceNumber = "999"
 	redelivered.Change.ApproximateCreationDateTime.Time = at.Add(time.Hour)
-	b, _, _, _ := analytics.Map(schema.Activity, redelivered)
+	b, _, _, _ := decoders.Map(schema.Activity, redelivered)
 	if a.EventID != b.EventID {
 		t.Fatalf("a redelivered record changed its event id: %s → %s", a.EventID, b.EventID)
 	}
 	other := rec
 	other.EventID = "ev-Activity-2"
-	c, _, _, _ := analytics.Map(schema.Activity, other)
+	c, _, _, _ := decoders.Map(schema.Activity, other)
 	if c.EventID == a.EventID {
 		t.Fatal("two records share an event id")
 	}
 	score := record(names, schema.ScoreEvents, 1, "INSERT", scoreEventItem("b", "u", "m", 1, at), nil)
 	score.EventID = rec.EventID
-	d, _, _, _ := analytics.Map(schema.ScoreEvents, score)
+	d, _, _, _ := decoders.Map(schema.ScoreEvents, score)
 	if d.EventID == a.EventID {
 		t.Fatal("records of two tables with the same eventID share an event id")
 	}
@@ -269,7 +269,7 @@ func TestMapFallsBackToTheRecordTime(t *testing.T) {
 	item := activityItem("u", time.Date(year, 3, 10, 9, 0, 0, 0, time.UTC), "e1", "DAILY_OPEN", 10, 1, "")
 	delete(item, "occurred_at")
 	rec := record(names, schema.Activity, 1, "INSERT", item, nil)
-	ev, _, ok, err := analytics.Map(schema.Activity, rec)
+	ev, _, ok, err := decoders.Map(schema.Activity, rec)
 	if err != nil || !ok {
 		t.Fatalf("ok=%v err=%v", ok, err)
 	}
@@ -311,7 +311,7 @@ func TestMapRefusesWhatItCannotRead(t *testing.T) {
 		"not a source table": {schema.Players, record(names, schema.Players, 1, "INSERT", map[string]types.AttributeValue{"player_id": s("u")}, nil)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if ev, _, ok, err := analytics.Map(tc.table, tc.rec); err == nil {
+			if ev, _, ok, err := decoders.Map(tc.table, tc.rec); err == nil {
 				t.Fatalf("mapped without error: ok=%v %+v", ok, ev)
 			}
 		})
@@ -320,8 +320,8 @@ func TestMapRefusesWhatItCannotRead(t *testing.T) {
 		table schema.Table
 		rec   events.DynamoDBEventRecord
 	}{
-		"day total":          {schema.Activity, record(names, schema.Activity, 1, "INSERT", map[string]types.AttributeValue{"user_id": s("u"), "sk": s("day#2026-01-01")}, nil)},
-		"idempotency record": {schema.Activity, record(names, schema.Activity, 1, "INSERT", map[string]types.AttributeValue{"user_id": s("u"), "sk": s("idem#k")}, nil)},
+		"day total":          {schema.Activity, record(names, schema.Activity, 1, "INSERT", map[string]types.AttributeValue{"user_id": s("u"), "sk": s(sdynamo.DaySK("2026-01-01"))}, nil)},
+		"idempotency record": {schema.Activity, record(names, schema.Activity, 1, "INSERT", map[string]types.AttributeValue{"user_id": s("u"), "sk": s(sdynamo.KeySK("k"))}, nil)},
 		"expired event":      {schema.Activity, record(names, schema.Activity, 1, "REMOVE", nil, activityItem("u", at, "e", "DAILY_OPEN", 1, 1, ""))},
 		"erased score":       {schema.ScoreEvents, record(names, schema.ScoreEvents, 1, "REMOVE", nil, scoreEventItem("b", "u", "m", 1, at))},
 		"erased edge":        {schema.Reactions, record(names, schema.Reactions, 1, "REMOVE", nil, edgeItem("u", "like", "x", "ACTIVE", 3, at))},
@@ -329,7 +329,7 @@ func TestMapRefusesWhatItCannotRead(t *testing.T) {
 		"removed edge again": {schema.Reactions, record(names, schema.Reactions, 1, "MODIFY", edgeItem("u", "like", "x", "REMOVED", 4, at), edgeItem("u", "like", "x", "REMOVED", 3, at))},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if ev, _, ok, err := analytics.Map(tc.table, tc.rec); ok || err != nil {
+			if ev, _, ok, err := decoders.Map(tc.table, tc.rec); ok || err != nil {
 				t.Fatalf("want no event: ok=%v err=%v %+v", ok, err, ev)
 			}
 		})
@@ -357,7 +357,7 @@ func TestSourceOfResolvesStreamARNs(t *testing.T) {
 	for _, tb := range schema.All {
 		names[tb.Name] = "Rally-prod-" + tb.Name
 	}
-	for _, tb := range analytics.Sources {
+	for _, tb := range analytics.Sources() {
 		if got, ok := analytics.SourceOf(arn(names, tb), names); !ok || got.Name != tb.Name {
 			t.Fatalf("%s: %v %v", tb.Name, got.Name, ok)
 		}

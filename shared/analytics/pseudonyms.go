@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -21,18 +22,10 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// DB is the part of the DynamoDB API the shipper uses.
-type DB interface {
-	ddb.Batcher
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
 // SecretAttr is the Players attribute holding a player's analytics secret
 // (32 random bytes, binary). Erasure deletes the Players item and with it
 // the secret: the player's exported events can no longer be tied to them.
-const SecretAttr = "analytics_secret"
+const SecretAttr = schema.AttrAnalyticsSecret
 
 const (
 	secretBytes = 32
@@ -46,7 +39,7 @@ const (
 // fresh on every call and never cached beyond it, so an erased player's
 // secret is gone for the next batch.
 type Pseudonyms struct {
-	DB    DB
+	DB    ddb.DB
 	Table string // Players, physical name
 	// Guard, when set, keeps an erased user's secret from coming back: a
 	// secret is created only in a transaction with Guard's check that no
@@ -145,18 +138,15 @@ func (p *Pseudonyms) create(ctx context.Context, user string, since time.Time) (
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("analytics: new secret: %w", err)
 	}
-	update := &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(p.Table),
-		Key:                       p.key(user),
-		UpdateExpression:          aws.String("SET #secret = if_not_exists(#secret, :new)"),
-		ExpressionAttributeNames:  map[string]string{"#secret": SecretAttr},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":new": &types.AttributeValueMemberB{Value: fresh}},
-		ReturnValues:              types.ReturnValueUpdatedNew,
-	}
+	attr := expression.Name(SecretAttr)
+	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(
+		expression.Set(attr, expression.IfNotExists(attr, expression.Value(fresh)))))
 	if p.Guard != nil {
 		return p.createGuarded(ctx, user, since, update)
 	}
-	out, err := p.DB.UpdateItem(ctx, update)
+	in := ddb.UpdateInput(p.Table, p.key(user), update)
+	in.ReturnValues = types.ReturnValueUpdatedNew
+	out, err := p.DB.UpdateItem(ctx, in)
 	if err != nil {
 		// The user id stays out of errors, which end up in logs.
 		return nil, fmt.Errorf("analytics: create secret: %w", err)
@@ -173,16 +163,10 @@ func (p *Pseudonyms) create(ctx context.Context, user string, since time.Time) (
 
 // createGuarded creates the secret in one transaction with the guard's
 // check, then reads back the secret that is stored.
-func (p *Pseudonyms) createGuarded(ctx context.Context, user string, since time.Time, update *dynamodb.UpdateItemInput) ([]byte, error) {
+func (p *Pseudonyms) createGuarded(ctx context.Context, user string, since time.Time, update expression.Expression) ([]byte, error) {
 	_, err := p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		p.Guard.Unerased(user, since),
-		{Update: &types.Update{
-			TableName:                 update.TableName,
-			Key:                       update.Key,
-			UpdateExpression:          update.UpdateExpression,
-			ExpressionAttributeNames:  update.ExpressionAttributeNames,
-			ExpressionAttributeValues: update.ExpressionAttributeValues,
-		}},
+		{Update: ddb.TransactUpdate(p.Table, p.key(user), update)},
 	}})
 	if failed, ok := ddb.CancelledBy(err); ok && slices.Contains(failed, 0) {
 		return nil, nil // erased: no secret, no PID
@@ -190,9 +174,10 @@ func (p *Pseudonyms) createGuarded(ctx context.Context, user string, since time.
 	if err != nil {
 		return nil, fmt.Errorf("analytics: create secret: %w", err)
 	}
+	projection := ddb.MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(SecretAttr))))
 	out, err := p.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(p.Table), Key: p.key(user), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#secret"), ExpressionAttributeNames: map[string]string{"#secret": SecretAttr},
+		ProjectionExpression: projection.Projection(), ExpressionAttributeNames: projection.Names(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("analytics: read the created secret: %w", err)

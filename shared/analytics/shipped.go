@@ -3,6 +3,7 @@ package analytics
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,24 +18,19 @@ import (
 // age, so no redelivery outlives the marker that recognises it.
 const MarkerRetention = 48 * time.Hour
 
-// Marker keys in the Counters table: pk ship#{event_id}, sk ship.
-const (
-	markerPrefix = "ship#"
-	markerSK     = "ship"
-)
-
 // Shipped remembers which events reached the sink, so a redelivered stream
 // record is not sent again. A marker is written only after the sink
-// accepted the event.
+// accepted the event. Markers are Counters items keyed
+// schema.CountersShipPrefix + event id, schema.CountersShipSK.
 type Shipped struct {
-	DB    ddb.Batcher
+	DB    ddb.DB
 	Table string // Counters, physical name
 	// Clock dates the markers' expiry; nil means the wall clock.
 	Clock clock.Clock
 }
 
 func (s *Shipped) key(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(markerPrefix + id), schema.AttrSK: ddb.S(markerSK)}
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(schema.CountersShipPrefix + id), schema.AttrSK: ddb.S(schema.CountersShipSK)}
 }
 
 // Filter returns the ids, in order and without repeats, that have no
@@ -55,7 +51,7 @@ func (s *Shipped) Filter(ctx context.Context, ids []string) ([]string, error) {
 	shipped := make(map[string]bool, len(items))
 	for _, it := range items {
 		if pk, ok := it[schema.AttrPK].(*types.AttributeValueMemberS); ok {
-			shipped[pk.Value[len(markerPrefix):]] = true
+			shipped[strings.TrimPrefix(pk.Value, schema.CountersShipPrefix)] = true
 		}
 	}
 	unsent := make([]string, 0, len(ids))

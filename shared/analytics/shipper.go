@@ -38,13 +38,15 @@ const DefaultAttempts = 5
 // reporting the earliest record whose event was not accepted, so the event
 // source mapping redelivers from there and nothing after it is lost.
 type Shipper struct {
-	Tables  schema.Names
-	PIDs    *Pseudonyms
-	Shipped *Shipped
-	Sink    Sink
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Metrics *obs.Metrics
+	Tables schema.Names
+	// Decoders read the source tables' records.
+	Decoders Decoders
+	PIDs     *Pseudonyms
+	Shipped  *Shipped
+	Sink     Sink
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *obs.Metrics
 	// Attempts bounds the sends of one event per invocation (default 5).
 	Attempts int
 	// Backoff is the pause before retry n (0-based); the default is
@@ -82,7 +84,7 @@ func (s *Shipper) Process(ctx context.Context, records []events.DynamoDBEventRec
 			stopAt, stopErr = i, fmt.Errorf("analytics: record %s comes from an unknown table (%s)", rec.Change.SequenceNumber, rec.EventSourceArn)
 			break
 		}
-		ev, user, ok, err := Map(source, rec)
+		ev, user, ok, err := s.Decoders.Map(source, rec)
 		if err != nil {
 			stopAt, stopErr = i, err
 			break

@@ -24,6 +24,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/schema"
+	sdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -207,7 +208,8 @@ func newShipper(t *testing.T) shipperRig {
 	hose := newFakeFirehose()
 	metrics := &bytes.Buffer{}
 	return shipperRig{rig: r, hose: hose, metrics: metrics, shipper: &analytics.Shipper{
-		Tables: r.names, PIDs: r.pseudonyms(), Shipped: r.shipped(),
+		Decoders: decoders,
+		Tables:   r.names, PIDs: r.pseudonyms(), Shipped: r.shipped(),
 		Sink:  &analytics.FirehoseSink{Client: hose, Stream: "rally-events"},
 		Clock: clock.System{}, Log: slog.New(slog.NewJSONHandler(logOutput(t), nil)),
 		Metrics:  obs.NewMetrics(&lockedBuffer{b: metrics}, "analytics-shipper"),
@@ -271,8 +273,8 @@ func batch(t testing.TB, names schema.Names, count, users int) ([]events.DynamoD
 			recs = append(recs, record(names, schema.Activity, i, "INSERT", activityItem(user, when, fmt.Sprint("e", i), "MATCH_PLAYED", 5, int64(i%9+1), "eu"), nil))
 		case 1:
 			recs = append(recs, record(names, schema.Activity, i, "MODIFY",
-				map[string]types.AttributeValue{"user_id": s(user), "sk": s("day#2026-03-10"), "points": n(10)},
-				map[string]types.AttributeValue{"user_id": s(user), "sk": s("day#2026-03-10"), "points": n(5)}))
+				map[string]types.AttributeValue{"user_id": s(user), "sk": s(sdynamo.DaySK("2026-03-10")), "points": n(10)},
+				map[string]types.AttributeValue{"user_id": s(user), "sk": s(sdynamo.DaySK("2026-03-10")), "points": n(5)}))
 		case 2:
 			recs = append(recs, record(names, schema.Reactions, i, "INSERT", edgeItem(user, "favorite", fmt.Sprint("g", i%13), "ACTIVE", 1, when), nil))
 		case 3:
@@ -282,7 +284,7 @@ func batch(t testing.TB, names schema.Names, count, users int) ([]events.DynamoD
 	var ids []string
 	for _, rec := range recs {
 		source, _ := analytics.SourceOf(rec.EventSourceArn, names)
-		ev, _, ok, err := analytics.Map(source, rec)
+		ev, _, ok, err := decoders.Map(source, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +371,7 @@ func TestShipperReportsTheEarliestStuckRecordAndRedeliveryCompletes(t *testing.T
 	recordOf := map[string]int{} // stream record index by event id
 	for i, rec := range recs {
 		source, _ := analytics.SourceOf(rec.EventSourceArn, r.names)
-		if ev, _, ok, err := analytics.Map(source, rec); err == nil && ok {
+		if ev, _, ok, err := decoders.Map(source, rec); err == nil && ok {
 			recordOf[ev.EventID] = i
 		}
 	}

@@ -1,8 +1,14 @@
-// Package app wires a Rally function: it reads configuration, builds the AWS
-// and Redis clients, the clock, logger and metrics, and binds each declared
-// route and processor (shared/routes) to its handler. A Lambda's main calls
-// MustLoad and lambda.Start(deps.HTTP(route)); the local stack builds the
-// same Deps and serves every handler in one process.
+// Package app is what every Rally function starts from: it reads the
+// configuration and builds the AWS and Redis clients, the clock, logger,
+// metrics and the platform stores (idempotency records, cache generations,
+// rate limits). It knows no feature: each feature's bind package
+// (shared/<feature>/bind) turns Deps into that feature's handlers, so a
+// Lambda links only the feature it serves. A Lambda's main is
+//
+//	deps := app.MustLoad(ctx)
+//	lambda.Start(deps.HTTP(bind.Reactions, routes.FavoriteGame))
+//
+// and the local stack binds every feature (shared/app/all) in one process.
 package app
 
 import (
@@ -12,9 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -25,12 +29,13 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/cache"
+	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/obs"
-	"github.com/rallyhq/rally/shared/privacy"
-	"github.com/rallyhq/rally/shared/routes"
-	"github.com/rallyhq/rally/shared/streams"
+	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Deps are the dependencies every handler is built from.
@@ -44,11 +49,6 @@ type Deps struct {
 	Cursors api.Cursors
 	// AWS is the SDK configuration the clients were built from.
 	AWS aws.Config
-
-	once     sync.Once
-	http     map[string]api.Endpoint
-	handlers map[string]streams.BatchFunc
-	erasures *privacy.Job
 }
 
 // Options adjusts New for the local stack and tests.
@@ -161,57 +161,23 @@ func cursorKey(ctx context.Context, cfg config.Config, awsCfg aws.Config) ([]byt
 	return []byte(*out.SecretString), nil
 }
 
-// HTTP returns the Lambda handler for route.
-func (d *Deps) HTTP(r routes.Route) api.Handler {
-	e, ok := d.Endpoints()[r.Function]
-	if !ok {
-		panic("app: no handler bound for route " + r.Key())
+// Table is the physical name of table t.
+func (d *Deps) Table(t schema.Table) string { return d.Config.Tables.Of(t) }
+
+// Idempotency is the store of Idempotency-Key records.
+func (d *Deps) Idempotency() *idempotency.Store {
+	return &idempotency.Store{DB: d.DB, Table: d.Table(schema.Idempotency), Clock: d.Clock}
+}
+
+// Generations tracks whether Redis still mirrors DynamoDB for scope.
+func (d *Deps) Generations(scope string) *cachegen.Tracker {
+	return &cachegen.Tracker{
+		DB: d.DB, Table: d.Table(schema.Counters), Redis: d.Redis, Scope: scope,
+		CheckEvery: d.Config.CacheCheckEvery,
 	}
-	serve := api.Serve(d.Log, e)
-	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		if ev.RequestContext.RequestID != "" {
-			ctx = obs.WithRequestID(ctx, ev.RequestContext.RequestID)
-		}
-		return serve(ctx, ev)
-	}
 }
 
-// Stream returns the Lambda handler for processor p.
-func (d *Deps) Stream(p routes.Processor) streams.Handler {
-	fn, ok := d.Processors()[p.Function]
-	if !ok {
-		panic("app: no handler bound for processor " + p.Function)
-	}
-	return streams.Serve(d.Log, fn)
-}
-
-// Endpoints returns every HTTP endpoint by function name.
-func (d *Deps) Endpoints() map[string]api.Endpoint {
-	d.bind()
-	return d.http
-}
-
-// ErasureJob returns the job behind the erasure processor, to resume or
-// inspect erasures outside a stream (tools, tests).
-func (d *Deps) ErasureJob() *privacy.Job {
-	d.bind()
-	return d.erasures
-}
-
-// Processors returns every stream processor by function name.
-func (d *Deps) Processors() map[string]streams.BatchFunc {
-	d.bind()
-	return d.handlers
-}
-
-func (d *Deps) bind() {
-	d.once.Do(func() {
-		d.http = map[string]api.Endpoint{}
-		d.handlers = map[string]streams.BatchFunc{}
-		bindReactions(d)
-		bindLeaderboards(d)
-		bindStreaks(d)
-		bindAnalytics(d)
-		bindPrivacy(d)
-	})
+// Limiter counts requests against rate limits in Redis.
+func (d *Deps) Limiter() *ratelimit.Limiter {
+	return &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/cache"
 )
 
@@ -30,15 +31,7 @@ func TestClientRecoversAfterRedisReturns(t *testing.T) {
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Set(ctx, "k", "v", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing 10 s after Redis returned: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	await.Success(t, 10*time.Second, "writes succeed again after Redis returned", func() error {
+		return c.Set(ctx, "k", "v", 0).Err()
+	})
 }

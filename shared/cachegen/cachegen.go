@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/redis/go-redis/v9"
@@ -25,19 +26,10 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// DB is the part of DynamoDB the tracker uses.
-type DB interface {
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
-	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
-// Tracker tracks one scope. Its durable items live in the Counters table.
+// Tracker tracks one scope. Its durable items live in the Counters table
+// (schema.CountersCachePrefix).
 type Tracker struct {
-	DB    DB
+	DB    ddb.DB
 	Table string // physical name of schema.Counters
 	Redis redis.UniversalClient
 	Scope string
@@ -70,12 +62,18 @@ type Marker struct {
 
 func (t *Tracker) genKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		schema.AttrPK: &types.AttributeValueMemberS{Value: "cache#" + t.Scope},
-		schema.AttrSK: &types.AttributeValueMemberS{Value: "gen"},
+		schema.AttrPK: ddb.S(schema.CountersCachePrefix + t.Scope),
+		schema.AttrSK: ddb.S(schema.CountersGenSK),
 	}
 }
 
-func (t *Tracker) dirtyPK() string { return "cache#" + t.Scope + "#dirty" }
+func (t *Tracker) dirtyPK() string {
+	return schema.CountersCachePrefix + t.Scope + schema.CountersDirtySuffix
+}
+
+func (t *Tracker) markerKey(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(t.dirtyPK()), schema.AttrSK: ddb.S(key)}
+}
 
 // RedisKey is the key holding Redis's generation for the scope.
 func (t *Tracker) RedisKey() string { return "rally:gen:" + t.Scope }
@@ -119,7 +117,7 @@ func (t *Tracker) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return st, fmt.Errorf("cachegen %s: read durable generation: %w", t.Scope, err)
 	}
-	if v, ok := out.Item["gen"].(*types.AttributeValueMemberN); ok {
+	if v, ok := out.Item[schema.AttrGen].(*types.AttributeValueMemberN); ok {
 		if st.Durable, err = strconv.ParseInt(v.Value, 10, 64); err != nil {
 			return st, fmt.Errorf("cachegen %s: bad generation %q", t.Scope, v.Value)
 		}
@@ -140,7 +138,7 @@ func (t *Tracker) State(ctx context.Context) (State, error) {
 // repair. Markers are written first: a repair that sees the new generation
 // is sure to see them.
 func (t *Tracker) MarkDirty(ctx context.Context, keys []string, at time.Time) error {
-	stamp := at.UTC().Format(time.RFC3339Nano)
+	stamp := ddb.S(ddb.FormatTime(at))
 	seen := map[string]bool{}
 	var reqs []types.WriteRequest
 	for _, k := range keys {
@@ -148,11 +146,9 @@ func (t *Tracker) MarkDirty(ctx context.Context, keys []string, at time.Time) er
 			continue
 		}
 		seen[k] = true
-		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-			schema.AttrPK: &types.AttributeValueMemberS{Value: t.dirtyPK()},
-			schema.AttrSK: &types.AttributeValueMemberS{Value: k},
-			"at":          &types.AttributeValueMemberS{Value: stamp},
-		}}})
+		item := t.markerKey(k)
+		item[schema.AttrMarkedAt] = stamp
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 	}
 	if err := ddb.BatchWrite(ctx, t.DB, t.Table, reqs); err != nil {
 		return fmt.Errorf("cachegen %s: mark dirty: %w", t.Scope, err)
@@ -162,12 +158,8 @@ func (t *Tracker) MarkDirty(ctx context.Context, keys []string, at time.Time) er
 
 // Bump advances the durable generation: Redis is stale until repaired.
 func (t *Tracker) Bump(ctx context.Context) error {
-	_, err := t.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(t.Table),
-		Key:                       t.genKey(),
-		UpdateExpression:          aws.String("ADD gen :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
-	})
+	bump := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrGen), expression.Value(1))))
+	_, err := t.DB.UpdateItem(ctx, ddb.UpdateInput(t.Table, t.genKey(), bump))
 	if err != nil {
 		return fmt.Errorf("cachegen %s: bump generation: %w", t.Scope, err)
 	}
@@ -177,13 +169,10 @@ func (t *Tracker) Bump(ctx context.Context) error {
 
 // Dirty returns up to limit dirty markers.
 func (t *Tracker) Dirty(ctx context.Context, limit int32) ([]Marker, error) {
-	out, err := t.DB.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(t.Table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: t.dirtyPK()}},
-		ConsistentRead:            aws.Bool(true),
-		Limit:                     aws.Int32(limit),
-	})
+	in := ddb.QueryInput(t.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(t.dirtyPK())))))
+	in.ConsistentRead, in.Limit = aws.Bool(true), aws.Int32(limit)
+	out, err := t.DB.Query(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("cachegen %s: list dirty keys: %w", t.Scope, err)
 	}
@@ -193,7 +182,7 @@ func (t *Tracker) Dirty(ctx context.Context, limit int32) ([]Marker, error) {
 		if v, ok := it[schema.AttrSK].(*types.AttributeValueMemberS); ok {
 			m.Key = v.Value
 		}
-		if v, ok := it["at"].(*types.AttributeValueMemberS); ok {
+		if v, ok := it[schema.AttrMarkedAt].(*types.AttributeValueMemberS); ok {
 			m.At = v.Value
 		}
 		markers = append(markers, m)
@@ -204,15 +193,14 @@ func (t *Tracker) Dirty(ctx context.Context, limit int32) ([]Marker, error) {
 // Clear removes repaired markers, unless one was marked again meanwhile.
 func (t *Tracker) Clear(ctx context.Context, markers []Marker) error {
 	for _, m := range markers {
+		unchanged := ddb.MustBuild(expression.NewBuilder().WithCondition(
+			expression.Name(schema.AttrMarkedAt).Equal(expression.Value(m.At))))
 		_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: aws.String(t.Table),
-			Key: map[string]types.AttributeValue{
-				schema.AttrPK: &types.AttributeValueMemberS{Value: t.dirtyPK()},
-				schema.AttrSK: &types.AttributeValueMemberS{Value: m.Key},
-			},
-			ConditionExpression:       aws.String("#at = :at"),
-			ExpressionAttributeNames:  map[string]string{"#at": "at"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":at": &types.AttributeValueMemberS{Value: m.At}},
+			TableName:                 aws.String(t.Table),
+			Key:                       t.markerKey(m.Key),
+			ConditionExpression:       unchanged.Condition(),
+			ExpressionAttributeNames:  unchanged.Names(),
+			ExpressionAttributeValues: unchanged.Values(),
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if err != nil && !errors.As(err, &ccf) {
@@ -226,13 +214,7 @@ func (t *Tracker) Clear(ctx context.Context, markers []Marker) error {
 // has nothing left to repair).
 func (t *Tracker) Drop(ctx context.Context, keys ...string) error {
 	for _, k := range keys {
-		_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: aws.String(t.Table),
-			Key: map[string]types.AttributeValue{
-				schema.AttrPK: &types.AttributeValueMemberS{Value: t.dirtyPK()},
-				schema.AttrSK: &types.AttributeValueMemberS{Value: k},
-			},
-		})
+		_, err := t.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(t.Table), Key: t.markerKey(k)})
 		if err != nil {
 			return fmt.Errorf("cachegen %s: drop a marker: %w", t.Scope, err)
 		}

@@ -1,6 +1,9 @@
-// Package ddb holds the DynamoDB batch mechanics every store needs once:
-// chunking to the API's limits and retrying unprocessed items with backoff,
-// so no store drops an item a batch call left behind.
+// Package ddb holds what every DynamoDB store needs once: the DB interface
+// the stores take, the layout stored times are written in, the batch
+// mechanics (chunking to the API's limits and retrying unprocessed items
+// with backoff, so no store drops an item a batch call left behind), and
+// the step from an expression built with the SDK's expression builder to
+// the fields of a request.
 package ddb
 
 import (
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -60,17 +64,12 @@ func BatchGet(ctx context.Context, db Batcher, table string, keys []map[string]t
 		end := min(start+MaxBatchGet, len(keys))
 		ka := types.KeysAndAttributes{Keys: keys[start:end], ConsistentRead: aws.Bool(consistent)}
 		if len(projection) > 0 {
-			names := map[string]string{}
-			expr := ""
+			names := make([]expression.NameBuilder, len(projection))
 			for i, p := range projection {
-				alias := fmt.Sprintf("#p%d", i)
-				names[alias] = p
-				if i > 0 {
-					expr += ","
-				}
-				expr += alias
+				names[i] = expression.Name(p)
 			}
-			ka.ProjectionExpression, ka.ExpressionAttributeNames = aws.String(expr), names
+			e := MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(names[0], names[1:]...)))
+			ka.ProjectionExpression, ka.ExpressionAttributeNames = e.Projection(), e.Names()
 		}
 		pending := map[string]types.KeysAndAttributes{table: ka}
 		for attempt := 0; len(pending) > 0; attempt++ {

@@ -5,6 +5,7 @@
 package hotcache
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -36,28 +37,43 @@ func New[V any](ttl time.Duration) *Cache[V] {
 }
 
 // Get returns the cached value for key, or loads it once for all concurrent
-// callers. Failed loads are not cached.
-func (c *Cache[V]) Get(key string, load func() (V, error)) (v V, hit bool, err error) {
+// callers. Failed loads are not cached. The load runs detached from the
+// caller that started it: a caller that gives up (its context cancelled)
+// stops waiting, but does not fail the others waiting on the same load,
+// which keeps its caller's deadline.
+func (c *Cache[V]) Get(ctx context.Context, key string, load func(context.Context) (V, error)) (v V, hit bool, err error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok && c.clock().Before(e.expires) {
 		c.mu.Unlock()
 		return e.v, true, nil
 	}
 	c.mu.Unlock()
-	res, err, _ := c.group.Do(key, func() (any, error) {
-		v, err := load()
+	done := c.group.DoChan(key, func() (any, error) {
+		lctx := context.WithoutCancel(ctx)
+		if deadline, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			lctx, cancel = context.WithDeadline(lctx, deadline)
+			defer cancel()
+		}
+		v, err := load(lctx)
 		if err != nil {
 			return nil, err
 		}
 		c.put(key, v)
 		return v, nil
 	})
-	if err != nil {
-		return v, false, err
+	var res singleflight.Result
+	select {
+	case <-ctx.Done():
+		return v, false, ctx.Err()
+	case res = <-done:
 	}
-	typed, ok := res.(V)
+	if res.Err != nil {
+		return v, false, res.Err
+	}
+	typed, ok := res.Val.(V)
 	if !ok {
-		return v, false, fmt.Errorf("hotcache: unexpected value type %T", res)
+		return v, false, fmt.Errorf("hotcache: unexpected value type %T", res.Val)
 	}
 	return typed, false, nil
 }

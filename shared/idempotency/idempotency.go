@@ -13,11 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -36,19 +36,9 @@ const (
 	Completed  = "COMPLETED"
 )
 
-// DB is the part of the DynamoDB API the store uses.
-type DB interface {
-	ddb.Batcher
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
 // Store keeps idempotency records in one table.
 type Store struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 	Clock clock.Clock
 	// Expiry is how long a completed response is replayed (default 24h).
@@ -143,23 +133,20 @@ func (s *Store) tryBegin(ctx context.Context, k Key, hash string) (*Claim, *Resu
 	if err != nil {
 		return nil, nil, err
 	}
-	delete(item, "response_status")
-	delete(item, "response_body")
-	_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.Table),
-		Item:      item,
-		// A record may be taken over when it never existed, when it expired
-		// (TTL deletion is lazy), or when an in-progress lease ran out
-		// because the request holding it crashed.
-		ConditionExpression:      aws.String("attribute_not_exists(pk) OR expires_at < :now_s OR (#status = :in_progress AND locked_until_ms < :now_ms)"),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now_s":       &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},
-			":now_ms":      &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
-			":in_progress": &types.AttributeValueMemberS{Value: InProgress},
-		},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	delete(item, schema.AttrResponseStatus)
+	delete(item, schema.AttrResponseBody)
+	// A record may be taken over when it never existed, when it expired
+	// (TTL deletion is lazy), or when an in-progress lease ran out because
+	// the request holding it crashed.
+	free := expression.Or(
+		expression.Name(schema.AttrPK).AttributeNotExists(),
+		expression.Name(schema.TTL).LessThan(expression.Value(now.Unix())),
+		expression.Name(schema.AttrStatus).Equal(expression.Value(InProgress)).
+			And(expression.Name(schema.AttrLockedUntil).LessThan(expression.Value(now.UnixMilli()))),
+	)
+	in := ddb.PutInput(s.Table, item, ddb.MustBuild(expression.NewBuilder().WithCondition(free)))
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err = s.DB.PutItem(ctx, in)
 	if err == nil {
 		return &Claim{key: k, token: token}, nil, nil
 	}
@@ -184,12 +171,7 @@ func (s *Store) tryBegin(ctx context.Context, k Key, hash string) (*Claim, *Resu
 // Complete stores the result for the claim, making it the answer to every
 // retry.
 func (s *Store) Complete(ctx context.Context, c *Claim, r Result) error {
-	in := s.CompleteUpdate(c, r)
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: in.TableName, Key: in.Key, UpdateExpression: in.UpdateExpression,
-		ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
-	})
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(c), complete(c, r)))
 	if err != nil {
 		return fmt.Errorf("idempotency: complete %s: %w", c.key.id(), err)
 	}
@@ -200,31 +182,35 @@ func (s *Store) Complete(ctx context.Context, c *Claim, r Result) error {
 // effect and idempotency record must commit together (exactly once even if
 // the process dies between them).
 func (s *Store) CompleteUpdate(c *Claim, r Result) *types.Update {
-	return &types.Update{
-		TableName:           aws.String(s.Table),
-		Key:                 map[string]types.AttributeValue{schema.AttrPK: &types.AttributeValueMemberS{Value: c.key.id()}},
-		UpdateExpression:    aws.String("SET #status = :completed, response_status = :code, response_body = :body"),
-		ConditionExpression: aws.String("#token = :token"),
-		ExpressionAttributeNames: map[string]string{
-			"#status": "status", "#token": "token",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":completed": &types.AttributeValueMemberS{Value: Completed},
-			":code":      &types.AttributeValueMemberN{Value: strconv.Itoa(r.Status)},
-			":body":      &types.AttributeValueMemberB{Value: r.Body},
-			":token":     &types.AttributeValueMemberS{Value: c.token},
-		},
-	}
+	return ddb.TransactUpdate(s.Table, s.key(c), complete(c, r))
+}
+
+// complete stores r as the claim's result, while the claim still holds.
+func complete(c *Claim, r Result) expression.Expression {
+	update := expression.Set(expression.Name(schema.AttrStatus), expression.Value(Completed)).
+		Set(expression.Name(schema.AttrResponseStatus), expression.Value(r.Status)).
+		Set(expression.Name(schema.AttrResponseBody), expression.Value(&types.AttributeValueMemberB{Value: r.Body}))
+	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(c.held()))
+}
+
+// held is the condition that the claim still holds its key.
+func (c *Claim) held() expression.ConditionBuilder {
+	return expression.Name(schema.AttrToken).Equal(expression.Value(c.token))
+}
+
+func (s *Store) key(c *Claim) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(c.key.id())}
 }
 
 // Release gives up a claim after a failure so the client may retry at once.
 func (s *Store) Release(ctx context.Context, c *Claim) error {
+	held := ddb.MustBuild(expression.NewBuilder().WithCondition(c.held()))
 	_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.Table),
-		Key:                       map[string]types.AttributeValue{schema.AttrPK: &types.AttributeValueMemberS{Value: c.key.id()}},
-		ConditionExpression:       aws.String("#token = :token"),
-		ExpressionAttributeNames:  map[string]string{"#token": "token"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: c.token}},
+		Key:                       s.key(c),
+		ConditionExpression:       held.Condition(),
+		ExpressionAttributeNames:  held.Names(),
+		ExpressionAttributeValues: held.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
@@ -290,13 +276,9 @@ func newToken() string {
 // and a later run deletes it. Safe to run again; errors never name the
 // user.
 func (s *Store) EraseOwner(ctx context.Context, user string) (int, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		IndexName:                 aws.String(schema.IndexIdempotencyByOwner),
-		KeyConditionExpression:    aws.String("#owner = :u"),
-		ExpressionAttributeNames:  map[string]string{"#owner": schema.AttrOwner},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
-	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrOwner).Equal(expression.Value(user)))))
+	in.IndexName = aws.String(schema.IndexIdempotencyByOwner)
 	erased := 0
 	for {
 		out, err := s.DB.Query(ctx, in)

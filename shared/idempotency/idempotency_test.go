@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
@@ -145,19 +142,12 @@ func TestLeasesAndExpiry(t *testing.T) {
 	}
 }
 
-// pagedDB returns at most two items per Query page, so an erasure that
-// trusted one page would leave records behind.
-type pagedDB struct{ *dynamodb.Client }
-
-func (d pagedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	in.Limit = aws.Int32(2)
-	return d.Client.Query(ctx, in, opts...)
-}
-
 func TestEraseOwnerDeletesEveryRecordOfTheUserAndNoOtherUsers(t *testing.T) {
 	ctx := context.Background()
 	db, names, _ := testenv.DynamoDB(t)
-	s := &idempotency.Store{DB: pagedDB{db}, Table: names.Of(schema.Idempotency), Clock: clock.System{}, Wait: time.Millisecond}
+	// Pages of two: an erasure that trusted one page would leave records
+	// behind.
+	s := &idempotency.Store{DB: &testenv.SmallPages{Client: db}, Table: names.Of(schema.Idempotency), Clock: clock.System{}, Wait: time.Millisecond}
 	done := func(context.Context) (idempotency.Result, error) {
 		return idempotency.Result{Status: 200, Body: []byte(`{"favorite":"g1"}`)}, nil
 	}

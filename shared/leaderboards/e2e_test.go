@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	lbbind "github.com/rallyhq/rally/shared/leaderboards/bind"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -20,6 +22,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streams"
@@ -322,20 +325,13 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	}
 	// The restarted Redis is empty; the processor's tick rebuilds every
 	// board from DynamoDB, then reads leave the fallback.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	await.Until(t, 20*time.Second, "boards served from Redis again after it came back", func() bool {
 		var top struct {
 			Degraded bool `json:"degraded"`
 		}
 		c.Player("reader", "GET", "/v1/leaderboards/"+boards[0].ID+"/top", nil).Expect(t, 200).JSON(t, &top)
-		if !top.Degraded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("boards still served from DynamoDB 20 s after Redis came back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return !top.Degraded
+	})
 	check(t, c, models, friends, false, 0)
 }
 
@@ -385,7 +381,7 @@ func redeliverStaleAndRepeatedRecords(t *testing.T, s *stack.Stack) {
 		}
 	}
 	rand.New(rand.NewSource(3)).Shuffle(len(records), func(i, j int) { records[i], records[j] = records[j], records[i] })
-	handler := s.Deps().Stream(routes.LeaderboardProcessor)
+	handler := s.Deps().Stream(lbbind.Leaderboards, routes.LeaderboardProcessor)
 	for start := 0; start < len(records); start += 100 {
 		resp, err := handler(ctx, events.DynamoDBEvent{Records: records[start:min(start+100, len(records))]})
 		if err != nil || len(resp.BatchItemFailures) > 0 {

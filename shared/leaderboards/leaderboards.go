@@ -111,9 +111,17 @@ type Score struct {
 	Version     int64
 	LastMatchID string
 	UpdatedAt   time.Time
-	// Removed is set on a stream change that took the score away (erasure).
+	// Removed is set on a stream change that took the score away
+	// (erasure); it comes one version past the score it removed (the rule
+	// every stream decoder follows, see shared/streams).
 	Removed bool
 }
+
+// scoreKey is what a board keeps one score under: a player in a period.
+type scoreKey struct{ board, period, player string }
+
+func (s Score) key() scoreKey  { return scoreKey{s.Board, s.Period, s.PlayerID} }
+func (s Score) version() int64 { return s.Version }
 
 // Match is one submission: a game server reporting a player's result.
 type Match struct {
@@ -121,6 +129,14 @@ type Match struct {
 	MatchID    string
 	Score      int64
 	OccurredAt time.Time
+}
+
+// Submission is one accepted submission of a match to a board period, as
+// the ScoreEvents stream carries it to analytics.
+type Submission struct {
+	Board  string
+	Period string
+	Match
 }
 
 // Submitted is the outcome of a submission.
@@ -142,6 +158,9 @@ type Entry struct {
 	Score     int64
 	ReachedAt time.Time
 }
+
+// BoardPeriod names one period of one board.
+type BoardPeriod struct{ Board, Period string }
 
 // ErrNotRanked means the player has no score on the board in that period.
 var ErrNotRanked = errors.New("leaderboards: player not ranked")

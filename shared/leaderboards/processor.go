@@ -34,162 +34,119 @@ type Processor struct {
 	Defs    Definitions
 	Scores  Scores
 	Sync    Sync
-	Gen     *cachegen.Tracker
+	Gen     Generations
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
-	// RepairBudget bounds the time one invocation spends rebuilding
-	// boards (default 20s).
-	RepairBudget time.Duration
 }
 
-type boardPeriod struct{ board, period string }
+// Generations is the processor's view of the cache generation tracker
+// (shared/cachegen).
+type Generations interface {
+	MarkDirty(ctx context.Context, keys []string, at time.Time) error
+	Repair(ctx context.Context, r cachegen.Repairable) error
+}
 
 // Process applies one stream batch (an empty one is a scheduled tick).
 func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventRecord) error {
-	latest := map[boardPeriod]map[string]Score{}
-	var order []boardPeriod
-	var decodeErr error
-	failedAt := -1
-	for i, rec := range records {
-		s, ok, err := p.Decode(rec)
-		if err != nil {
-			decodeErr, failedAt = err, i
-			break
-		}
-		if !ok {
-			continue
-		}
-		bp := boardPeriod{s.Board, s.Period}
-		if latest[bp] == nil {
-			latest[bp] = map[string]Score{}
+	batch := streams.Decode(records, p.Decode)
+	// Each board period is written in one call, with the newest score of
+	// each of its players.
+	periods := map[BoardPeriod][]Score{}
+	var order []BoardPeriod
+	for _, s := range streams.Newest(batch.Records, Score.key, Score.version, nil) {
+		bp := BoardPeriod{s.Board, s.Period}
+		if _, ok := periods[bp]; !ok {
 			order = append(order, bp)
 		}
-		// A deletion (erasure) comes one version past the score it deleted,
-		// so it is kept over every record of that score.
-		if cur, seen := latest[bp][s.PlayerID]; !seen || cur.Version < s.Version {
-			latest[bp][s.PlayerID] = s
-		}
+		periods[bp] = append(periods[bp], s)
 	}
 	var dirty []string
 	for _, bp := range order {
-		d, err := p.Defs.Get(ctx, bp.board)
+		d, err := p.Defs.Get(ctx, bp.Board)
 		if errs.Is(err, errs.NotFound) {
-			p.Log.WarnContext(ctx, "scores of an unknown leaderboard skipped", "board", bp.board)
+			p.Log.WarnContext(ctx, "scores of an unknown leaderboard skipped", "board", bp.Board)
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		scores := make([]Score, 0, len(latest[bp]))
-		for _, s := range latest[bp] {
-			scores = append(scores, s)
+		if err := p.Sync.Apply(ctx, d, bp.Period, periods[bp]); err != nil {
+			p.Log.WarnContext(ctx, "redis board update failed; marking it dirty", "board", bp.Board, "period", bp.Period, "error", err.Error())
+			dirty = append(dirty, dirtyKey(bp))
 		}
-		if err := p.Sync.Apply(ctx, d, bp.period, scores); err != nil {
-			p.Log.WarnContext(ctx, "redis board update failed; marking it dirty", "board", bp.board, "period", bp.period, "error", err.Error())
-			dirty = append(dirty, dirtyKey(bp.board, bp.period))
-		}
-		p.Metrics.Count("ScoresMirrored", len(scores), nil)
+		p.Metrics.Count("ScoresMirrored", len(periods[bp]), nil)
 	}
 	if len(dirty) > 0 {
 		if err := p.Gen.MarkDirty(ctx, dirty, p.Clock.Now()); err != nil {
 			return err
 		}
 	}
-	p.repair(ctx)
-	if decodeErr != nil {
-		return &streams.PartialError{From: failedAt, Err: decodeErr}
-	}
-	return nil
-}
-
-func dirtyKey(board, period string) string { return board + "#" + period }
-
-// repair rebuilds what the cache generation says Redis may have wrong:
-// the dirty board periods, or — when Redis lost its data — the current and
-// previous period of every board. Failures wait for the next batch or tick.
-func (p *Processor) repair(ctx context.Context) {
-	st, err := p.Gen.State(ctx)
-	if err != nil || st.Fresh() {
-		return
-	}
-	budget := p.RepairBudget
-	if budget == 0 {
-		budget = 20 * time.Second
-	}
-	deadline := time.Now().Add(budget)
-	if !st.MirrorKnown {
-		err = p.rebuildAll(ctx, deadline)
-	}
-	if err == nil {
-		err = p.rebuildDirty(ctx, deadline)
-	}
-	if err == nil && time.Now().Before(deadline) {
-		err = p.Gen.Advance(ctx, st.Durable)
-	}
-	if err != nil {
+	if err := p.Gen.Repair(ctx, cacheRepair{p}); err != nil {
 		p.Log.WarnContext(ctx, "leaderboard repair incomplete", "error", err.Error())
 	}
+	return batch.Err()
 }
 
-func (p *Processor) rebuildAll(ctx context.Context, deadline time.Time) error {
-	defs, err := p.Defs.List(ctx)
+func dirtyKey(bp BoardPeriod) string { return bp.Board + "#" + bp.Period }
+
+// cacheRepair is the leaderboards scope's side of the repair protocol
+// (cachegen.Tracker.Repair).
+type cacheRepair struct{ p *Processor }
+
+// Rebuild rebuilds the current and previous period of every board (older
+// periods are read from DynamoDB until touched). It starts over from the
+// first board when a repair ran out of time.
+func (r cacheRepair) Rebuild(ctx context.Context) (bool, error) {
+	defs, err := r.p.Defs.List(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	now := p.Clock.Now()
+	now := r.p.Clock.Now()
 	for _, d := range defs {
 		for _, period := range []string{d.PeriodAt(now), d.PreviousPeriod(now)} {
-			if time.Now().After(deadline) {
-				return errs.New(errs.Unavailable, "rebuild budget spent")
+			if ctx.Err() != nil {
+				return false, nil
 			}
-			if err := p.rebuild(ctx, d, period); err != nil {
-				return err
+			if err := r.rebuild(ctx, d, period); err != nil {
+				return false, err
 			}
 			if d.Reset == Never {
 				break
 			}
 		}
 	}
+	return true, nil
+}
+
+// Refresh rebuilds the dirty board periods.
+func (r cacheRepair) Refresh(ctx context.Context, keys []string) error {
+	for _, key := range keys {
+		board, period, ok := strings.Cut(key, "#")
+		if !ok {
+			continue
+		}
+		d, err := r.p.Defs.Get(ctx, board)
+		if errs.Is(err, errs.NotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.rebuild(ctx, d, period); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (p *Processor) rebuildDirty(ctx context.Context, deadline time.Time) error {
-	for time.Now().Before(deadline) {
-		markers, err := p.Gen.Dirty(ctx, 25)
-		if err != nil || len(markers) == 0 {
-			return err
-		}
-		for _, m := range markers {
-			board, period, ok := strings.Cut(m.Key, "#")
-			if !ok {
-				continue
-			}
-			d, err := p.Defs.Get(ctx, board)
-			if errs.Is(err, errs.NotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if err := p.rebuild(ctx, d, period); err != nil {
-				return err
-			}
-		}
-		if err := p.Gen.Clear(ctx, markers); err != nil {
-			return err
-		}
-	}
-	return errs.New(errs.Unavailable, "rebuild budget spent")
-}
-
-func (p *Processor) rebuild(ctx context.Context, d Definition, period string) error {
-	members, err := p.Scores.Members(ctx, d.ID, period)
+func (r cacheRepair) rebuild(ctx context.Context, d Definition, period string) error {
+	members, err := r.p.Scores.Members(ctx, d.ID, period)
 	if err != nil {
 		return err
 	}
-	p.Log.InfoContext(ctx, "rebuilding leaderboard in redis", "board", d.ID, "period", period, "members", members)
-	return p.Sync.Rebuild(ctx, d, period, members, func(fn func([]Score) error) error {
-		return p.Scores.Scan(ctx, d.ID, period, fn)
+	r.p.Log.InfoContext(ctx, "rebuilding leaderboard in redis", "board", d.ID, "period", period, "members", members)
+	return r.p.Sync.Rebuild(ctx, d, period, members, func(fn func([]Score) error) error {
+		return r.p.Scores.Scan(ctx, d.ID, period, fn)
 	})
 }

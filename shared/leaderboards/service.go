@@ -93,7 +93,7 @@ func (s *Service) PutDefinition(ctx context.Context, d Definition) (Definition, 
 
 // definition reads a board's definition, reusing it for a second.
 func (s *Service) definition(ctx context.Context, id string) (Definition, error) {
-	d, _, err := s.defs.Get(id, func() (Definition, error) { return s.Defs.Get(ctx, id) })
+	d, _, err := s.defs.Get(ctx, id, func(ctx context.Context) (Definition, error) { return s.Defs.Get(ctx, id) })
 	return d, err
 }
 
@@ -182,7 +182,7 @@ func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error
 		return Top{}, err
 	}
 	n = min(n, d.MaxN)
-	t, _, err := s.tops.Get(fmt.Sprintf("%s|%s|%d", id, period, n), func() (Top, error) { return s.top(ctx, d, period, n) })
+	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d", id, period, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, n) })
 	return t, err
 }
 
@@ -243,7 +243,7 @@ func (s *Service) Rank(ctx context.Context, id, period, player string, k int) (S
 	if period, err = s.period(d, period); err != nil {
 		return Standing{}, err
 	}
-	st, _, err := s.ranks.Get(fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func() (Standing, error) {
+	st, _, err := s.ranks.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.rank(ctx, d, period, player, k)
 	})
 	return st, err
@@ -289,7 +289,7 @@ func (s *Service) FriendsRank(ctx context.Context, id, period, player string, k 
 	if period, err = s.period(d, period); err != nil {
 		return Standing{}, err
 	}
-	st, _, err := s.friends.Get(fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func() (Standing, error) {
+	st, _, err := s.friends.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.friendsRank(ctx, d, period, player, k)
 	})
 	return st, err
@@ -346,4 +346,3 @@ func contains(entries []Entry, player string) bool {
 	}
 	return false
 }
-

@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"errors"
 	"net"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,25 +38,33 @@ func (RedisTracing) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook traces one command.
 func (RedisTracing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		return xray.Capture(ctx, "redis "+cmd.Name(), func(ctx context.Context) error {
-			return ignoreNil(next(ctx, cmd))
+		var err error
+		_ = xray.Capture(ctx, "redis "+cmd.Name(), func(ctx context.Context) error {
+			err = next(ctx, cmd)
+			return ignoreNil(err)
 		})
+		return err
 	}
 }
 
 // ProcessPipelineHook traces one pipeline round trip.
 func (RedisTracing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		return xray.Capture(ctx, "redis pipeline", func(ctx context.Context) error {
-			return ignoreNil(next(ctx, cmds))
+		var err error
+		_ = xray.Capture(ctx, "redis pipeline", func(ctx context.Context) error {
+			err = next(ctx, cmds)
+			return ignoreNil(err)
 		})
+		return err
 	}
 }
 
-// ignoreNil keeps a cache miss from being recorded as a fault. The original
-// error still reaches the caller through the command.
+// ignoreNil keeps a cache miss from being recorded as a fault in the
+// subsegment. The hooks still return the original error: go-redis sets
+// what a hook returns on the command, so a miss must stay redis.Nil for
+// the caller to see a miss.
 func ignoreNil(err error) error {
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return nil
 	}
 	return err

@@ -7,47 +7,50 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/schema"
 )
-
-// AwaitsDB is the part of the DynamoDB API Awaits needs.
-type AwaitsDB interface {
-	ddb.Batcher
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
 
 // Awaits keeps the counter versions an erasure waits for, one item per
 // deleted reaction in the Counters table:
 //
 //	pk erasure#{user_hash}   sk {kind}#{target}   ver, expires_at
 //
+// (schema.CountersErasurePrefix).
+//
 // Items, not an attribute of the erasure record: a user with tens of
 // thousands of reactions would not fit DynamoDB's 400 KB item. They are
-// cleared once counted; the TTL removes those of an erasure never finished.
+// keyed by the hash of the user id (see Hash), so they name nobody; they
+// are cleared once counted, and the TTL removes those of an erasure never
+// finished.
 type Awaits struct {
-	DB    AwaitsDB
+	DB    ddb.DB
 	Table string // Counters, physical name
+	Clock clock.Clock
 }
 
-const (
-	awaitPrefix    = "erasure#"
-	awaitRetention = 7 * 24 * time.Hour
-)
+const awaitRetention = 7 * 24 * time.Hour
 
-func (a *Awaits) pk(hash string) types.AttributeValue { return ddb.S(awaitPrefix + hash) }
+func (a *Awaits) pk(hash string) types.AttributeValue {
+	return ddb.S(schema.CountersErasurePrefix + hash)
+}
 
-// Add records versions (kind#target → version) for the erasure of hash.
+// Add records versions (kind#target → version) for the erasure of user.
 // Versions only grow, so a later Add of the same reaction supersedes.
-func (a *Awaits) Add(ctx context.Context, hash string, versions map[string]int64, now time.Time) error {
-	expires := ddb.N(now.Add(awaitRetention).Unix())
+func (a *Awaits) Add(ctx context.Context, user string, versions map[string]int64) error {
+	if len(versions) == 0 {
+		return nil
+	}
+	hash := Hash(user)
+	expires := ddb.N(a.Clock.Now().Add(awaitRetention).Unix())
 	reqs := make([]types.WriteRequest, 0, len(versions))
 	for k, v := range versions {
 		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-			schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k), "ver": ddb.N(v), schema.TTL: expires,
+			schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k), schema.AttrVer: ddb.N(v), schema.TTL: expires,
 		}}})
 	}
 	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
@@ -56,14 +59,11 @@ func (a *Awaits) Add(ctx context.Context, hash string, versions map[string]int64
 	return nil
 }
 
-// List returns the versions recorded for the erasure of hash.
-func (a *Awaits) List(ctx context.Context, hash string) (map[string]int64, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(a.Table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": a.pk(hash)},
-		ConsistentRead:            aws.Bool(true),
-	}
+// List returns the versions recorded for the erasure of user.
+func (a *Awaits) List(ctx context.Context, user string) (map[string]int64, error) {
+	in := ddb.QueryInput(a.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(a.pk(Hash(user)))))))
+	in.ConsistentRead = aws.Bool(true)
 	out := map[string]int64{}
 	for {
 		page, err := a.DB.Query(ctx, in)
@@ -72,7 +72,7 @@ func (a *Awaits) List(ctx context.Context, hash string) (map[string]int64, error
 		}
 		for _, it := range page.Items {
 			sk, _ := it[schema.AttrSK].(*types.AttributeValueMemberS)
-			ver, _ := it["ver"].(*types.AttributeValueMemberN)
+			ver, _ := it[schema.AttrVer].(*types.AttributeValueMemberN)
 			if sk == nil || ver == nil {
 				continue
 			}
@@ -89,9 +89,10 @@ func (a *Awaits) List(ctx context.Context, hash string) (map[string]int64, error
 	}
 }
 
-// Clear drops the versions recorded for the erasure of hash.
-func (a *Awaits) Clear(ctx context.Context, hash string) error {
-	versions, err := a.List(ctx, hash)
+// Clear drops the versions recorded for the erasure of user.
+func (a *Awaits) Clear(ctx context.Context, user string) error {
+	hash := Hash(user)
+	versions, err := a.List(ctx, user)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
 )
 
@@ -67,16 +68,13 @@ func BenchmarkEraseHeavyUser(b *testing.B) {
 		b.StartTimer()
 
 		c.Service("DELETE", "/v1/ops/users/"+user, nil).Expect(b, 202)
-		for {
+		await.Until(b, time.Minute, "erasure of "+user+" completed", func() bool {
 			var st struct {
 				Status string `json:"status"`
 			}
 			c.Service("GET", "/v1/ops/users/"+user+"/erasure", nil).Expect(b, 200).JSON(b, &st)
-			if st.Status == "COMPLETED" {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return st.Status == "COMPLETED"
+		})
 	}
 	b.StopTimer()
 	items := heavyFavorites + heavyLikes + heavyDays*(3+2*heavyBoards) + 2

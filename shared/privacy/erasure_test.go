@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rallyhq/rally/shared/app/all"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,6 +23,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/routes"
@@ -66,7 +69,7 @@ func newWorld(t *testing.T) *world {
 	w.s = testenv.Stack(t, stack.Options{StateDir: w.dir, Processors: map[string]streams.Handler{
 		routes.ErasureProcessor.Function: gate,
 	}})
-	h := w.s.Deps().Stream(routes.ErasureProcessor)
+	h := w.s.Deps().Stream(all.Erasure, routes.ErasureProcessor)
 	real.Store(&h)
 	w.c = apitest.New(t, w.s)
 	// Items with a TTL are dated in the coming year: DynamoDB Local expires
@@ -149,28 +152,29 @@ func (w *world) erase(t *testing.T, user string) erasureBody {
 // processor has delivered what it caused.
 func (w *world) completed(t *testing.T, user, id string) erasureBody {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var b erasureBody
+	var b erasureBody
+	await.Success(t, 60*time.Second, "erasure "+id+" completed", func() error {
+		b = erasureBody{}
 		w.c.Service("GET", "/v1/ops/users/"+user+"/erasure", nil).Expect(t, 200).JSON(t, &b)
 		if b.ErasureID != id {
 			t.Fatalf("status of erasure %s reports %+v", id, b)
 		}
 		if b.Status == "COMPLETED" {
-			if b.CompletedAt == nil || b.CompletedAt.Before(b.RequestedAt) {
-				t.Fatalf("completed erasure without a sensible completion time: %+v", b)
-			}
-			w.idle(t)
-			return b
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("erasure %s still %s after 60s", id, b.Status)
-		}
+		// Let the processors deliver what the erasure caused so far; its
+		// next step waits for the processor's next tick, locally every
+		// second.
 		if err := w.s.WaitIdle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // the processor's next tick, locally every second
+		return fmt.Errorf("still %s", b.Status)
+	})
+	if b.CompletedAt == nil || b.CompletedAt.Before(b.RequestedAt) {
+		t.Fatalf("completed erasure without a sensible completion time: %+v", b)
 	}
+	w.idle(t)
+	return b
 }
 
 // secret reads a player's analytics secret.
@@ -331,13 +335,12 @@ func TestErasureLeavesNoTraceAndEveryCountFollows(t *testing.T) {
 		t.Errorf("p1 has %d likes after the erasure, want 1 (cat's)", got)
 	}
 	// Summed trending windows are reused for a few seconds.
-	deadline := time.Now().Add(15 * time.Second)
-	for got := w.trending(t); len(got) != 1 || got[0].GameID != "g1" || got[0].Score != 1; got = w.trending(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("trending after the erasure: %+v, want g1 with 1", got)
+	await.Success(t, 15*time.Second, "trending after the erasure is g1 with 1", func() error {
+		if got := w.trending(t); len(got) != 1 || got[0].GameID != "g1" || got[0].Score != 1 {
+			return fmt.Errorf("trending is %+v", got)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	var cup, sprint1, sprint2, streaks entries
 	w.getJSON(t, bob, "/v1/leaderboards/cup/top?n=10", &cup)
@@ -480,7 +483,7 @@ func TestAnInterruptedErasureCompletesWhenRunAgain(t *testing.T) {
 	e := w.erase(t, erased)
 	w.idle(t)
 
-	job := w.s.Deps().ErasureJob()
+	job := all.ErasureJob(w.s.Deps())
 	crashing := *job
 	crashing.Parts = append(slices.Clone(job.Parts[:2]), crash{})
 	if err := crashing.Run(context.Background(), privacy.Hash(erased)); err == nil || !strings.Contains(err.Error(), "process killed") {
@@ -528,4 +531,4 @@ type crash struct{}
 
 func (crash) Name() string { return "crash" }
 
-func (crash) Erase(context.Context, *privacy.Run) error { return errors.New("process killed") }
+func (crash) Erase(context.Context, string) (bool, error) { return false, errors.New("process killed") }

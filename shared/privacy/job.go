@@ -15,43 +15,20 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
-// Part is one place an erasure clears. Erase returns nil once nothing of
-// the user is left there, and is harmless to call again; it returns
-// ErrNotYet when it waits on a stream processor.
+// Part is one place an erasure clears; each feature implements its own
+// (reactions.Eraser, leaderboards.Eraser, streaks.Eraser,
+// idempotency.Eraser, players.Eraser). Erase returns done once nothing of
+// the user is left there, and is harmless to call again; done is false,
+// with no error, while it waits on a stream processor, and a later run
+// resumes.
 type Part interface {
 	Name() string
-	Erase(ctx context.Context, r *Run) error
+	Erase(ctx context.Context, user string) (done bool, err error)
 }
-
-// Run is one run of one erasure, as the parts see it.
-type Run struct {
-	Erasure
-	awaits *Awaits
-	now    time.Time
-}
-
-// Await records counter versions (kind#target → version) the erasure must
-// see counted before it forgets the user's counter markers; a run that
-// dies after this leaves them known to the next.
-func (r *Run) Await(ctx context.Context, versions map[string]int64) error {
-	if len(versions) == 0 {
-		return nil
-	}
-	return r.awaits.Add(ctx, r.Hash, versions, r.now)
-}
-
-// Awaited returns the versions recorded by Await, in this run or before.
-func (r *Run) Awaited(ctx context.Context) (map[string]int64, error) {
-	return r.awaits.List(ctx, r.Hash)
-}
-
-// Counted drops the awaited versions once they were all counted.
-func (r *Run) Counted(ctx context.Context) error { return r.awaits.Clear(ctx, r.Hash) }
 
 // Job carries out erasures: the erasure processor's handler.
 type Job struct {
 	Records *Records
-	Awaits  *Awaits
 	// Parts are erased in order; the analytics secret (in the profile)
 	// goes last, so events shipped meanwhile still carry the user's PID.
 	Parts   []Part
@@ -164,7 +141,6 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, j.lease())
 	defer cancel()
-	r := &Run{Erasure: e, awaits: j.Awaits, now: start}
 	// A part that fails or waits does not hold the others back (Redis
 	// down still lets every table be erased); the erasure completes once
 	// a run gets through every part.
@@ -172,8 +148,13 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 	took := make([]any, 0, 2*len(j.Parts))
 	for _, p := range j.Parts {
 		began := time.Now()
-		if err := p.Erase(rctx, r); err != nil && first == nil {
+		done, err := p.Erase(rctx, e.UserID)
+		switch {
+		case first != nil:
+		case err != nil:
 			first = fmt.Errorf("erase %s: %w", p.Name(), err)
+		case !done:
+			first = fmt.Errorf("erase %s: %w", p.Name(), ErrNotYet)
 		}
 		took = append(took, p.Name()+"_ms", time.Since(began).Milliseconds())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -18,31 +19,19 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// DB is the part of the DynamoDB API the erasure records need.
-type DB interface {
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // Records keeps erasure records in the Erasures table:
 //
 //	user_hash  erasure_id  status  requested_at  completed_at
 //	user_id, pending, lease_until   (only while PENDING)
 //
 // pending ("PENDING") exists only while the erasure is pending, so the
-// by_pending index lists exactly the erasures still to finish.
+// by_pending index lists exactly the erasures still to finish. Times are
+// stored as ddb.FormatTime writes them, so they compare as strings in
+// condition expressions (leases, the analytics guard).
 type Records struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 }
-
-// timeLayout is fixed-width UTC, so stored times compare as strings in
-// condition expressions (leases, the analytics guard).
-const timeLayout = "2006-01-02T15:04:05.000000Z"
-
-func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 type record struct {
 	UserHash    string `dynamodbav:"user_hash"`
@@ -57,15 +46,22 @@ type record struct {
 
 func (r record) erasure() Erasure {
 	e := Erasure{ID: r.ID, Hash: r.UserHash, Status: Status(r.Status), UserID: r.UserID}
-	e.RequestedAt, _ = time.Parse(timeLayout, r.RequestedAt)
-	if r.CompletedAt != "" {
-		e.CompletedAt, _ = time.Parse(timeLayout, r.CompletedAt)
-	}
+	e.RequestedAt, e.CompletedAt = ddb.ParseTime(r.RequestedAt), ddb.ParseTime(r.CompletedAt)
 	return e
 }
 
 func (s *Records) key(hash string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrUserHash: ddb.S(hash)}
+}
+
+// noneOpen is the condition for a new erasure record: none exists, or the
+// last one completed.
+var noneOpen = expression.Name(schema.AttrUserHash).AttributeNotExists().
+	Or(expression.Name(schema.AttrStatus).Equal(expression.Value(string(Completed))))
+
+// thisErasure is the condition that the record is still e's.
+func thisErasure(e Erasure) expression.ConditionBuilder {
+	return expression.Name(schema.AttrErasureID).Equal(expression.Value(e.ID))
 }
 
 func newID() (string, error) {
@@ -87,20 +83,14 @@ func (s *Records) Request(ctx context.Context, user string, now time.Time) (Eras
 			return Erasure{}, err
 		}
 		r := record{
-			UserHash: hash, ID: id, Status: string(Pending), RequestedAt: stamp(now),
+			UserHash: hash, ID: id, Status: string(Pending), RequestedAt: ddb.FormatTime(now),
 			UserID: user, Pending: string(Pending),
 		}
 		item, err := attributevalue.MarshalMap(r)
 		if err != nil {
 			return Erasure{}, fmt.Errorf("privacy: encode erasure: %w", err)
 		}
-		_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                 aws.String(s.Table),
-			Item:                      item,
-			ConditionExpression:       aws.String("attribute_not_exists(user_hash) OR #status = :completed"),
-			ExpressionAttributeNames:  map[string]string{"#status": "status"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":completed": ddb.S(string(Completed))},
-		})
+		_, err = s.DB.PutItem(ctx, ddb.PutInput(s.Table, item, ddb.MustBuild(expression.NewBuilder().WithCondition(noneOpen))))
 		if err == nil {
 			return r.erasure(), nil
 		}
@@ -139,14 +129,10 @@ func (s *Records) Get(ctx context.Context, hash string) (Erasure, bool, error) {
 
 // PendingHashes lists up to limit erasures still pending, oldest first.
 func (s *Records) PendingHashes(ctx context.Context, limit int32) ([]string, error) {
-	out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		IndexName:                 aws.String(schema.IndexErasuresPending),
-		KeyConditionExpression:    aws.String("#pending = :pending"),
-		ExpressionAttributeNames:  map[string]string{"#pending": schema.AttrPending},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": ddb.S(string(Pending))},
-		Limit:                     aws.Int32(limit),
-	})
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPending).Equal(expression.Value(string(Pending))))))
+	in.IndexName, in.Limit = aws.String(schema.IndexErasuresPending), aws.Int32(limit)
+	out, err := s.DB.Query(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("privacy: list pending erasures: %w", err)
 	}
@@ -166,18 +152,13 @@ var errLeased = errors.New("privacy: another run holds this erasure")
 // stream's and the schedule's) never work on it at once. A lease that ran
 // out (its run crashed) can be taken.
 func (s *Records) Lease(ctx context.Context, e Erasure, now, until time.Time) error {
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.Table),
-		Key:              s.key(e.Hash),
-		UpdateExpression: aws.String("SET lease_until = :until"),
-		ConditionExpression: aws.String("erasure_id = :id AND #status = :pending AND " +
-			"(attribute_not_exists(lease_until) OR lease_until < :now)"),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":id": ddb.S(e.ID), ":pending": ddb.S(string(Pending)),
-			":now": ddb.S(stamp(now)), ":until": ddb.S(stamp(until)),
-		},
-	})
+	lease := expression.Name(schema.AttrLeaseUntil)
+	free := thisErasure(e).
+		And(expression.Name(schema.AttrStatus).Equal(expression.Value(string(Pending)))).
+		And(lease.AttributeNotExists().Or(lease.LessThan(expression.Value(ddb.FormatTime(now)))))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(e.Hash), ddb.MustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(lease, expression.Value(ddb.FormatTime(until)))).
+		WithCondition(free))))
 	if ddb.IsConditionFailed(err) {
 		return errLeased
 	}
@@ -189,13 +170,9 @@ func (s *Records) Lease(ctx context.Context, e Erasure, now, until time.Time) er
 
 // Release gives a lease up, leaving the erasure pending for a later run.
 func (s *Records) Release(ctx context.Context, e Erasure) error {
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(e.Hash),
-		UpdateExpression:          aws.String("REMOVE lease_until"),
-		ConditionExpression:       aws.String("erasure_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": ddb.S(e.ID)},
-	})
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(e.Hash), ddb.MustBuild(expression.NewBuilder().
+		WithUpdate(expression.Remove(expression.Name(schema.AttrLeaseUntil))).
+		WithCondition(thisErasure(e)))))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("privacy: release erasure: %w", err)
 	}
@@ -205,35 +182,27 @@ func (s *Records) Release(ctx context.Context, e Erasure) error {
 // Complete marks the erasure done and drops everything but the hash, the
 // erasure id and its times.
 func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error {
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.Table),
-		Key:       s.key(e.Hash),
-		UpdateExpression: aws.String("SET #status = :completed, completed_at = :now " +
-			"REMOVE user_id, #pending, lease_until"),
-		ConditionExpression:      aws.String("erasure_id = :id"),
-		ExpressionAttributeNames: map[string]string{"#status": "status", "#pending": schema.AttrPending},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":id": ddb.S(e.ID), ":completed": ddb.S(string(Completed)), ":now": ddb.S(stamp(now)),
-		},
-	})
+	complete := expression.Set(expression.Name(schema.AttrStatus), expression.Value(string(Completed))).
+		Set(expression.Name(schema.AttrCompletedAt), expression.Value(ddb.FormatTime(now))).
+		Remove(expression.Name(schema.AttrUserID)).
+		Remove(expression.Name(schema.AttrPending)).
+		Remove(expression.Name(schema.AttrLeaseUntil))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(e.Hash), ddb.MustBuild(expression.NewBuilder().
+		WithUpdate(complete).
+		WithCondition(thisErasure(e)))))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("privacy: complete erasure: %w", err)
 	}
 	return nil
 }
 
-// awaitKey names a reaction among the awaited versions.
-func awaitKey(kind, target string) string { return kind + "#" + target }
-
 // Unerased is a transaction item that holds while no erasure of user was
 // requested at or after since: the analytics shipper creates a user's
 // secret only with it, so an erased user's secret never comes back for
 // events from before the erasure.
 func (s *Records) Unerased(user string, since time.Time) types.TransactWriteItem {
-	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(Hash(user)),
-		ConditionExpression:       aws.String("attribute_not_exists(user_hash) OR requested_at < :since"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":since": ddb.S(stamp(since))},
-	}}
+	unerased := expression.Name(schema.AttrUserHash).AttributeNotExists().
+		Or(expression.Name(schema.AttrAskedAt).LessThan(expression.Value(ddb.FormatTime(since))))
+	return types.TransactWriteItem{ConditionCheck: ddb.TransactCheck(s.Table, s.key(Hash(user)),
+		ddb.MustBuild(expression.NewBuilder().WithCondition(unerased)))}
 }

@@ -107,7 +107,7 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, 
 	}
 	window, err := b.window(raw, start, better)
 	if err != nil || index-start >= int64(len(window)) {
-		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v: %v", id, b, v, err)
+		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: unexpected reply %v: %w", id, b, v, err)
 	}
 	return window[index-start], window, total, nil
 }

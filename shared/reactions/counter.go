@@ -29,13 +29,11 @@ type Sync interface {
 	ComputeTop(ctx context.Context, kind Kind, w Window, limit int, now time.Time) (Top, error)
 }
 
-// Generations is the processor's view of the cache generation tracker.
+// Generations is the processor's view of the cache generation tracker
+// (shared/cachegen).
 type Generations interface {
-	State(ctx context.Context) (cachegen.State, error)
 	MarkDirty(ctx context.Context, keys []string, at time.Time) error
-	Dirty(ctx context.Context, limit int32) ([]cachegen.Marker, error)
-	Clear(ctx context.Context, markers []cachegen.Marker) error
-	Advance(ctx context.Context, gen int64) error
+	Repair(ctx context.Context, r cachegen.Repairable) error
 	Fresh(ctx context.Context) bool
 }
 
@@ -66,9 +64,6 @@ type CounterProcessor struct {
 	// SnapshotEvery is how often trending lists are stored for reads
 	// while Redis is down (default 10s).
 	SnapshotEvery time.Duration
-	// RepairBudget bounds the time one invocation spends repairing Redis
-	// (default 5s).
-	RepairBudget time.Duration
 
 	mu           sync.Mutex
 	lastSnapshot time.Time
@@ -77,33 +72,9 @@ type CounterProcessor struct {
 
 // Process applies one stream batch.
 func (p *CounterProcessor) Process(ctx context.Context, records []events.DynamoDBEventRecord) error {
-	changes := make([]Change, 0, len(records))
-	var decodeErr error
-	failedAt := -1
-	for i, rec := range records {
-		c, ok, err := p.Decode(rec)
-		if err != nil {
-			decodeErr, failedAt = err, i
-			break
-		}
-		if ok {
-			changes = append(changes, c)
-		}
-	}
-	if err := p.apply(ctx, changes); err != nil {
-		return err
-	}
-	if decodeErr != nil {
-		// Everything before the bad record is applied; the event source
-		// mapping retries from it and finally parks it in the DLQ.
-		return &streams.PartialError{From: failedAt, Err: decodeErr}
-	}
-	return nil
-}
-
-func (p *CounterProcessor) apply(ctx context.Context, changes []Change) error {
+	batch := streams.Decode(records, p.Decode)
 	now := p.Clock.Now()
-	if len(changes) > 0 {
+	if changes := batch.Records; len(changes) > 0 {
 		n, err := p.Counts.Apply(ctx, changes, now)
 		if err != nil {
 			return err
@@ -114,9 +85,13 @@ func (p *CounterProcessor) apply(ctx context.Context, changes []Change) error {
 			return err
 		}
 	}
-	p.repair(ctx, now)
+	if err := p.Gen.Repair(ctx, cacheRepair{p: p, now: now}); err != nil {
+		p.Log.WarnContext(ctx, "redis repair incomplete", "error", err.Error())
+	}
 	p.snapshot(ctx, now)
-	return nil
+	// Everything before an unreadable record is applied; the event
+	// source mapping retries from it and finally parks it in the DLQ.
+	return batch.Err()
 }
 
 // mirror writes the batch's results to Redis; on failure it records what
@@ -126,7 +101,6 @@ func (p *CounterProcessor) apply(ctx context.Context, changes []Change) error {
 // cache once the deletions are counted, and nothing here may write it back.
 func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now time.Time) error {
 	touched := map[Target][]BucketRef{}
-	latest := map[Ref]Change{}
 	for _, c := range changes {
 		t := c.Target()
 		if _, ok := touched[t]; !ok {
@@ -136,11 +110,8 @@ func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now tim
 			touched[t] = appendBucket(touched[t], BucketOf(Hourly, c.At))
 			touched[t] = appendBucket(touched[t], BucketOf(Daily, c.At))
 		}
-		// A deletion comes one version past the edge it deleted.
-		if e, ok := latest[c.Ref]; !ok || e.Version < c.Version {
-			latest[c.Ref] = c
-		}
 	}
+	latest := streams.Newest(changes, Change.key, Change.version, nil)
 	edges := make([]Edge, 0, len(latest))
 	var deleted []Ref
 	for _, c := range latest {
@@ -170,8 +141,8 @@ func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now tim
 	for t := range touched {
 		keys = append(keys, dirtyTarget+string(t.Kind)+"#"+t.ID)
 	}
-	for ref := range latest {
-		keys = append(keys, dirtyUser+ref.UserID)
+	for _, c := range latest {
+		keys = append(keys, dirtyUser+c.Ref.UserID)
 	}
 	return p.Gen.MarkDirty(ctx, keys, now)
 }
@@ -191,116 +162,69 @@ const (
 	dirtyUser   = "user#"
 )
 
-// repair brings Redis back in line with DynamoDB when the cache generation
-// says it is behind: dirty keys are re-read and re-mirrored; a Redis that
-// lost everything is rebuilt from a scan, resumably. Failures are logged
-// and left for the next batch; readers keep falling back meanwhile.
-func (p *CounterProcessor) repair(ctx context.Context, now time.Time) {
-	st, err := p.Gen.State(ctx)
-	if err != nil {
-		p.Log.DebugContext(ctx, "redis repair postponed: cannot read cache generations", "error", err.Error())
-		return
-	}
-	if st.Fresh() {
-		return
-	}
-	budget := p.RepairBudget
-	if budget == 0 {
-		budget = 5 * time.Second
-	}
-	deadline := time.Now().Add(budget)
-	if !st.MirrorKnown {
-		err = p.rebuild(ctx, st.Durable, now, deadline)
-	} else {
-		err = p.resync(ctx, st.Durable, now, deadline)
-	}
-	if err != nil {
-		p.Log.WarnContext(ctx, "redis repair incomplete", "error", err.Error())
-	}
+// cacheRepair is the reactions scope's side of the repair protocol
+// (cachegen.Tracker.Repair).
+type cacheRepair struct {
+	p   *CounterProcessor
+	now time.Time
 }
 
-func (p *CounterProcessor) resync(ctx context.Context, gen int64, now time.Time, deadline time.Time) error {
-	for time.Now().Before(deadline) {
-		markers, err := p.Gen.Dirty(ctx, 100)
-		if err != nil {
-			return err
-		}
-		if len(markers) == 0 {
-			return p.Gen.Advance(ctx, gen)
-		}
-		var tallies []Tally
-		for _, m := range markers {
-			switch {
-			case strings.HasPrefix(m.Key, dirtyTarget):
-				kind, id, _ := strings.Cut(strings.TrimPrefix(m.Key, dirtyTarget), "#")
-				k, err := ParseKind(kind)
-				if err != nil {
-					continue
-				}
-				t, err := p.Counts.TargetTally(ctx, Target{Kind: k, ID: id}, now)
-				if err != nil {
-					return err
-				}
-				tallies = append(tallies, t)
-			case strings.HasPrefix(m.Key, dirtyUser):
-				if err := p.Mirror.ForgetUser(ctx, strings.TrimPrefix(m.Key, dirtyUser)); err != nil {
-					return err
-				}
-			}
-		}
-		if err := p.Mirror.Apply(ctx, tallies, nil); err != nil {
-			return err
-		}
-		if err := p.Gen.Clear(ctx, markers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *CounterProcessor) rebuild(ctx context.Context, gen int64, now time.Time, deadline time.Time) error {
+// Rebuild mirrors every target's tallies from a scan of the durable
+// counts, a page at a time, saving its position so a rebuild longer than
+// one invocation resumes.
+func (r cacheRepair) Rebuild(ctx context.Context) (bool, error) {
+	p := r.p
 	pos, started, err := p.Rebuild.Load(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !started {
 		pos = nil
 	}
 	p.Log.InfoContext(ctx, "rebuilding reactions in redis from dynamodb", "resuming", started)
-	for time.Now().Before(deadline) {
-		tallies, next, err := p.Counts.ScanTallies(ctx, pos, now)
+	for ctx.Err() == nil {
+		tallies, next, err := p.Counts.ScanTallies(ctx, pos, r.now)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := p.Mirror.Apply(ctx, tallies, nil); err != nil {
-			return err
+			return false, err
 		}
 		if next == nil {
-			// Everything dirty before the rebuild began is covered by it.
-			for {
-				markers, err := p.Gen.Dirty(ctx, 100)
-				if err != nil {
-					return err
-				}
-				if len(markers) == 0 {
-					break
-				}
-				if err := p.Gen.Clear(ctx, markers); err != nil {
-					return err
-				}
-			}
-			if err := p.Rebuild.Reset(ctx); err != nil {
-				return err
-			}
 			p.Log.InfoContext(ctx, "reactions rebuilt in redis")
-			return p.Gen.Advance(ctx, gen)
+			return true, p.Rebuild.Reset(ctx)
 		}
 		pos = next
 		if err := p.Rebuild.Save(ctx, pos); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
+}
+
+// Refresh re-mirrors the tallies of dirty targets and drops the cached
+// edges of dirty users (they are read through again).
+func (r cacheRepair) Refresh(ctx context.Context, keys []string) error {
+	var tallies []Tally
+	for _, key := range keys {
+		if user, ok := strings.CutPrefix(key, dirtyUser); ok {
+			if err := r.p.Mirror.ForgetUser(ctx, user); err != nil {
+				return err
+			}
+			continue
+		}
+		kind, id, _ := strings.Cut(strings.TrimPrefix(key, dirtyTarget), "#")
+		k, err := ParseKind(kind)
+		if err != nil {
+			continue
+		}
+		t, err := r.p.Counts.TargetTally(ctx, Target{Kind: k, ID: id}, r.now)
+		if err != nil {
+			return err
+		}
+		tallies = append(tallies, t)
+	}
+	return r.p.Mirror.Apply(ctx, tallies, nil)
 }
 
 // snapshot stores the trending lists for reads while Redis is down, at most

@@ -2,6 +2,7 @@ package reactions_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -134,16 +136,13 @@ func awaitConvergence(t *testing.T, s *stack.Stack, c *apitest.Client, games, po
 	t.Helper()
 	truth := activeEdges(t, s)
 	start := time.Now()
-	for {
-		diff := converged(t, c, truth, games, posts)
-		if diff == "" {
-			return time.Since(start)
+	await.Success(t, within, "served counts converged on the ACTIVE edges after the last write", func() error {
+		if diff := converged(t, c, truth, games, posts); diff != "" {
+			return errors.New(diff)
 		}
-		if time.Since(start) > within {
-			t.Fatalf("not converged %v after the last write: %s", within, diff)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return time.Since(start)
 }
 
 func ids(prefix string, n int) []string {
@@ -360,18 +359,11 @@ func TestReactionsSurviveRedisOutage(t *testing.T) {
 	}
 	// With no further writes, the processor's scheduled tick rebuilds
 	// Redis from DynamoDB; reads then come from Redis again, and agree.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.Until(t, 10*time.Second, "reads served from Redis again after it came back", func() bool {
 		_, degraded := countOf(t, c, "favorite", "g-b")
 		_, topDegraded := allTimeScores(t, c)
-		if !degraded && !topDegraded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("reads still degraded 10 s after Redis came back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !degraded && !topDegraded
+	})
 	awaitConvergence(t, s, c, games, []string{"post-1", "post-2"}, time.Second)
 	c.Player("p5", "POST", "/v1/favorites/g-b", nil).Expect(t, 200)
 	awaitConvergence(t, s, c, games, []string{"post-1", "post-2"}, 5*time.Second)
@@ -460,9 +452,8 @@ func TestTrendingWindowsCountNetFavoritesInTheWindow(t *testing.T) {
 		"7d":  "weekly=2,fresh=1",
 		"all": "old-hit=2,weekly=2,fresh=1",
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for w, expect := range want {
-		for {
+	await.Success(t, 5*time.Second, "top games of every window", func() error {
+		for w, expect := range want {
 			var body struct {
 				Items []struct {
 					GameID string `json:"game_id"`
@@ -474,14 +465,10 @@ func TestTrendingWindowsCountNetFavoritesInTheWindow(t *testing.T) {
 			for _, it := range body.Items {
 				parts = append(parts, fmt.Sprintf("%s=%d", it.GameID, it.Score))
 			}
-			got := strings.Join(parts, ",")
-			if got == expect {
-				break
+			if got := strings.Join(parts, ","); got != expect {
+				return fmt.Errorf("window %s: %q, want %q", w, got, expect)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("window %s: %q, want %q", w, got, expect)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }

@@ -97,9 +97,13 @@ type Change struct {
 	Delta int
 	At    time.Time
 	// Deleted is set when the edge itself was deleted (erasure): nothing
-	// may cache it any more.
+	// may cache it any more. A deletion is one version past the edge it
+	// deleted (the rule every stream decoder follows, see shared/streams).
 	Deleted bool
 }
+
+func (c Change) key() Ref       { return c.Ref }
+func (c Change) version() int64 { return c.Version }
 
 // Window is a trending window.
 type Window string

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	rxbind "github.com/rallyhq/rally/shared/reactions/bind"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
@@ -44,10 +46,15 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bound, err := d.Bind(rxbind.Reactions)
+	if err != nil {
+		t.Fatal(err)
+	}
 	call := func(r routes.Route, ev events.APIGatewayV2HTTPRequest) (string, int64) {
 		t.Helper()
 		before := trips.Count()
-		resp, err := d.HTTP(r)(ctx, ev)
+		handler, _ := bound.HTTP(r)
+		resp, err := handler(ctx, ev)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s %v", r.Key(), resp.StatusCode, resp.Body, err)
 		}
@@ -57,7 +64,7 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 		return resp.Body, trips.Count() - before
 	}
 	// The processor's tick builds the (empty) cache and marks it current.
-	if _, err := d.Stream(routes.CounterProcessor)(ctx, events.DynamoDBEvent{}); err != nil {
+	if _, err := d.Stream(rxbind.Reactions, routes.CounterProcessor)(ctx, events.DynamoDBEvent{}); err != nil {
 		t.Fatal(err)
 	}
 	games := make([]string, 100)

@@ -33,6 +33,22 @@ func (a Auth) String() string {
 	return "unknown"
 }
 
+// Feature names the part of Rally a route or processor belongs to. Each
+// function is wired with its feature alone (shared/<feature>/bind), so it
+// links only what it serves; the local stack binds every feature at once.
+type Feature string
+
+// Features.
+const (
+	Reactions    Feature = "reactions"
+	Games        Feature = "games"
+	Players      Feature = "players"
+	Leaderboards Feature = "leaderboards"
+	Streaks      Feature = "streaks"
+	Analytics    Feature = "analytics"
+	Privacy      Feature = "privacy"
+)
+
 // Uses lists what a function touches; the CDK stack grants exactly this.
 type Uses struct {
 	Reads  []schema.Table
@@ -50,6 +66,7 @@ type Route struct {
 	Method   string
 	Path     string // API Gateway syntax: /v1/favorites/{game_id}
 	Function string // directory under functions/ and the Lambda's name suffix
+	Feature  Feature
 	Auth     Auth
 	Summary  string
 	Uses     Uses
@@ -58,11 +75,21 @@ type Route struct {
 // Key is the API Gateway route key, e.g. "POST /v1/favorites/{game_id}".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
+// Timeouts of the functions: a route must finish well inside API
+// Gateway's 30 s; a processor's batch of hundreds of records has retries
+// inside. Each invocation's context carries its deadline, which bounds the
+// work a processor takes on beside its batch (a Redis repair).
+const (
+	RouteTimeout     = 10 * time.Second
+	ProcessorTimeout = 60 * time.Second
+)
+
 // Processor is a Lambda fed by a table's stream through an event source
 // mapping. A Lambda that reads several streams is declared once per stream,
 // with the same Function: one function, one mapping per declaration.
 type Processor struct {
 	Function string
+	Feature  Feature
 	Source   schema.Table
 	Summary  string
 	Uses     Uses
@@ -84,57 +111,57 @@ var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
 // Favorites and likes.
 var (
 	FavoriteGame = Route{
-		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Auth: Player,
+		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Feature: Reactions, Auth: Player,
 		Summary: "Favorite a game",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	UnfavoriteGame = Route{
-		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Auth: Player,
+		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player,
 		Summary: "Remove a game from the caller's favorites",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	ListFavorites = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player,
 		Summary: "A user's favorite games, newest first",
 		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Games}, Secrets: true},
 	}
 	FavoriteStatus = Route{
-		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Auth: Player,
+		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Feature: Reactions, Auth: Player,
 		Summary: "Whether a user has favorited each of up to 100 games",
 		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Counters}, Redis: true},
 	}
 	CountFavorites = Route{
-		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Auth: Player,
+		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Feature: Reactions, Auth: Player,
 		Summary: "How many players favorite a game",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
 	}
 	TopGames = Route{
-		Method: "GET", Path: "/v1/games/top", Function: "top-games", Auth: Player,
+		Method: "GET", Path: "/v1/games/top", Function: "top-games", Feature: Reactions, Auth: Player,
 		Summary: "Trending games by net favorites in a window",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters, schema.Games}, Redis: true},
 	}
 	PutGame = Route{
-		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Auth: Service,
+		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service,
 		Summary: "Set a game's metadata",
 		Uses:    Uses{Writes: []schema.Table{schema.Games}},
 	}
 	LikePost = Route{
-		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Auth: Player,
+		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player,
 		Summary: "Like a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	UnlikePost = Route{
-		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Auth: Player,
+		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player,
 		Summary: "Remove the caller's like of a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	ToggleLike = Route{
-		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Auth: Player,
+		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player,
 		Summary: "Flip the caller's like of a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	CountLikes = Route{
-		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Auth: Player,
+		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Feature: Reactions, Auth: Player,
 		Summary: "How many players like a post",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
 	}
@@ -148,17 +175,17 @@ var (
 // Leaderboards.
 var (
 	PutLeaderboard = Route{
-		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Auth: Service,
+		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service,
 		Summary: "Define or update a leaderboard",
 		Uses:    Uses{Writes: []schema.Table{schema.Leaderboards}},
 	}
 	GetLeaderboard = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player,
 		Summary: "A leaderboard's definition, current period and size",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	SubmitScore = Route{
-		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Auth: Service,
+		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
 			Reads:  []schema.Table{schema.Leaderboards, schema.Counters},
@@ -167,27 +194,27 @@ var (
 		},
 	}
 	LeaderboardTop = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player,
 		Summary: "The best N players of a period",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	PlayerRank = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player,
 		Summary: "A player's rank, percentile and neighbours",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	FriendsRank = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player,
 		Summary: "A player's rank among their friends",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	PutFriends = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Auth: Service,
+		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service,
 		Summary: "Replace a player's friend list",
 		Uses:    Uses{Writes: playerData},
 	}
 	PutProfile = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Auth: Service,
+		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service,
 		Summary: "Set a player's display name, avatar and region",
 		Uses:    Uses{Writes: playerData},
 	}
@@ -196,7 +223,7 @@ var (
 // Streaks and points.
 var (
 	RecordActivity = Route{
-		Method: "POST", Path: "/v1/activity", Function: "record-activity", Auth: Player,
+		Method: "POST", Path: "/v1/activity", Function: "record-activity", Feature: Streaks, Auth: Player,
 		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
 		Uses: Uses{
 			Reads:  []schema.Table{schema.Players},
@@ -205,17 +232,17 @@ var (
 		},
 	}
 	GetStreak = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player,
 		Summary: "A player's streak as they see it today, and their points balance",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks}, Writes: []schema.Table{schema.Counters}, Redis: true},
 	}
 	PointsHistory = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player,
 		Summary: "The caller's points per day, newest first",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Activity}},
 	}
 	StreaksTop = Route{
-		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Auth: Player,
+		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Feature: Streaks, Auth: Player,
 		Summary: "The longest live streaks, globally or in a region",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
 	}
@@ -225,6 +252,7 @@ var (
 // live-streak boards.
 var StreakProcessor = Processor{
 	Function: "streak-processor",
+	Feature:  Streaks,
 	Source:   schema.Streaks,
 	Summary:  "Keeps the streak cache and live-streak boards, takes broken streaks off, repairs what Redis lost",
 	Uses: Uses{
@@ -245,22 +273,22 @@ var StreakProcessor = Processor{
 // services (IAM).
 var (
 	EraseUser = Route{
-		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Auth: Player,
+		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player,
 		Summary: "Erase the caller and everything Rally holds about them",
 		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
 	}
 	EraseUserByService = Route{
-		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Auth: Service,
+		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service,
 		Summary: "Erase a user and everything Rally holds about them",
 		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
 	}
 	ErasureStatus = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Player,
 		Summary: "Whether the caller's erasure is still pending or complete",
 		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
 	}
 	ErasureStatusByService = Route{
-		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Auth: Service,
+		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service,
 		Summary: "Whether a user's erasure is still pending or complete",
 		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
 	}
@@ -271,6 +299,7 @@ var (
 // interrupted, or one waiting for a processor to catch up).
 var ErasureProcessor = Processor{
 	Function: "erasure-processor",
+	Feature:  Privacy,
 	Source:   schema.Erasures,
 	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, Redis",
 	Uses: Uses{
@@ -292,6 +321,7 @@ var ErasureProcessor = Processor{
 func analyticsShipper(source schema.Table) Processor {
 	return Processor{
 		Function: "analytics-shipper",
+		Feature:  Analytics,
 		Source:   source,
 		Summary:  "Maps domain changes to versioned analytics events and ships them to Firehose, each once",
 		Uses: Uses{
@@ -319,6 +349,7 @@ var (
 // LeaderboardProcessor mirrors the Scores stream into the ranking engine.
 var LeaderboardProcessor = Processor{
 	Function: "leaderboard-processor",
+	Feature:  Leaderboards,
 	Source:   schema.Scores,
 	Summary:  "Applies score changes to Redis boards, versioned, and repairs boards Redis lost",
 	Uses: Uses{
@@ -340,6 +371,7 @@ var LeaderboardProcessor = Processor{
 // the Reactions stream.
 var CounterProcessor = Processor{
 	Function: "counter-processor",
+	Feature:  Reactions,
 	Source:   schema.Reactions,
 	Summary:  "Coalesces reaction changes into counts and trending buckets, exactly once",
 	Uses:     Uses{Writes: []schema.Table{schema.Counters}, Redis: true},

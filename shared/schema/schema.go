@@ -96,6 +96,96 @@ const (
 	AttrOwner = "owner"
 )
 
+// Non-key attribute names the stores name in expressions (conditions,
+// updates, projections, filters) or read from raw items. The dynamodbav
+// struct tags of the item types spell them too (tags must be literals);
+// these are the names everything else uses.
+
+// Attributes several tables share.
+const (
+	// AttrVer is an item's version, grown by one on every write (Reactions,
+	// Counters, Leaderboards, Scores) or the version a marker recorded.
+	AttrVer       = "ver"
+	AttrCreatedAt = "created_at"
+	AttrUpdatedAt = "updated_at"
+	// AttrStatus is a record's state (Leaderboards, Idempotency, Erasures);
+	// status is a DynamoDB reserved word, which the expression builder's
+	// name placeholders take care of.
+	AttrStatus = "status"
+)
+
+// Reactions attributes.
+const (
+	AttrKind     = "kind"
+	AttrTargetID = "target_id"
+	AttrState    = "state"
+)
+
+// Counters attributes.
+const (
+	AttrCount    = "count"
+	AttrDelta    = "delta"
+	AttrItems    = "items"
+	AttrAsOf     = "as_of"
+	AttrGen      = "gen"
+	AttrMarkedAt = "at"
+)
+
+// Idempotency attributes.
+const (
+	AttrPayloadHash    = "payload_hash"
+	AttrToken          = "token"
+	AttrLockedUntil    = "locked_until_ms"
+	AttrResponseStatus = "response_status"
+	AttrResponseBody   = "response_body"
+)
+
+// Leaderboards attributes. Policy, order, reset, tie-break and time zone
+// are immutable once a board exists.
+const (
+	AttrTitle    = "title"
+	AttrPolicy   = "policy"
+	AttrOrder    = "order"
+	AttrReset    = "reset"
+	AttrTieBreak = "tie_break"
+	AttrScope    = "scope"
+	AttrMaxN     = "max_n"
+	AttrTimezone = "timezone"
+)
+
+// Scores and ScoreEvents attributes.
+const (
+	// AttrMembers is the member count on a period's meta item.
+	AttrMembers = "members"
+	AttrPeriod  = "period"
+)
+
+// Players attributes.
+const (
+	AttrDisplayName = "display_name"
+	AttrAvatarURL   = "avatar_url"
+	AttrRegion      = "region"
+	AttrFriendIDs   = "friend_ids"
+	// AttrAnalyticsSecret is a player's analytics secret (see
+	// analytics.SecretAttr); erasing the Players item erases it.
+	AttrAnalyticsSecret = "analytics_secret"
+)
+
+// Streaks attributes.
+const (
+	// AttrStreakVersion is the streak's version, which guards every commit.
+	AttrStreakVersion = "version"
+	// AttrRegions is the set of every region a streak was ever in.
+	AttrRegions = "regions"
+)
+
+// Erasures attributes.
+const (
+	AttrErasureID   = "erasure_id"
+	AttrCompletedAt = "completed_at"
+	AttrLeaseUntil  = "lease_until"
+)
+
 // Index names.
 const (
 	IndexReactionsByTime    = "by_time"
@@ -143,6 +233,33 @@ var Counters = Table{
 	TTLAttribute: TTL,
 	Purpose:      "durable counts, trending buckets, dedupe markers and top-N snapshots",
 }
+
+// Key prefixes and fixed sort keys of the Counters table's item families.
+// Each family is written and read by one package; declaring the keys here
+// keeps the families from colliding. By pk and sk:
+//
+//	{kind}#{target}              total              a reaction target's durable count: count, ver, updated_at (reactions/dynamo)
+//	{kind}#{target}              {span}#{start}     a trending bucket, span h or d (reactions.Span): delta, ver, updated_at, expires_at
+//	applied#{user}               {kind}#{target}    the edge version the counter processor last counted: ver, expires_at
+//	snapshot#trending#{kind}     {window}           a stored top-N for reads without Redis: items, as_of
+//	cache#{scope}                gen                Redis's durable generation: gen (cachegen)
+//	cache#{scope}#dirty          {redis key}        a key whose Redis value may be wrong: at
+//	ship#{event id}              ship               an event the analytics shipper delivered: expires_at (analytics)
+//	erasure#{user hash}          {kind}#{target}    a counter version a pending erasure waits for: ver, expires_at (privacy)
+//
+// No reaction kind (reactions.Kind) is applied, snapshot, cache, ship or
+// erasure, so a target's partition never falls in another family.
+const (
+	CountersTotalSK        = "total"
+	CountersAppliedPrefix  = "applied#"
+	CountersSnapshotPrefix = "snapshot#trending#"
+	CountersCachePrefix    = "cache#"
+	CountersGenSK          = "gen"
+	CountersDirtySuffix    = "#dirty"
+	CountersShipPrefix     = "ship#"
+	CountersShipSK         = "ship"
+	CountersErasurePrefix  = "erasure#"
+)
 
 // Idempotency holds HTTP idempotency records keyed by route, caller and key.
 // by_owner lists a caller's records, so erasing a user finds them without a

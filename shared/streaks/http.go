@@ -40,6 +40,7 @@ type (
 		TotalPoints      int64   `json:"total_points"`
 		ActiveToday      bool    `json:"active_today"`
 		AtRisk           bool    `json:"at_risk"`
+		Degraded         bool    `json:"degraded,omitempty"`
 	}
 	dayBody struct {
 		Date   string `json:"date"`
@@ -83,7 +84,7 @@ func parseActivity(in activityRequest, user string) (Activity, error) {
 	switch {
 	case in.EventType == nil:
 		f.Add("event_type", "is required")
-	case Awards[EventType(*in.EventType)] == (Award{}):
+	case !known(EventType(*in.EventType)):
 		f.Add("event_type", "must be one of "+names(eventTypes()))
 	default:
 		a.Type = EventType(*in.EventType)
@@ -168,7 +169,7 @@ func (a *API) GetStreak(ctx context.Context, r *api.Request) (api.Response, erro
 	}
 	body := streakBody{
 		UserID: user, CurrentStreak: s.View.Current, LongestStreak: s.Longest, Timezone: s.Timezone,
-		TotalPoints: s.TotalPoints, ActiveToday: s.ActiveToday, AtRisk: s.AtRisk,
+		TotalPoints: s.TotalPoints, ActiveToday: s.ActiveToday, AtRisk: s.AtRisk, Degraded: s.Degraded,
 	}
 	if body.Timezone == "" {
 		body.Timezone = "UTC"
@@ -233,4 +234,9 @@ func (a *API) StreaksTop(ctx context.Context, r *api.Request) (api.Response, err
 		body.Entries[i] = topEntry{Rank: e.Rank, UserID: e.UserID, CurrentStreak: e.Streak}
 	}
 	return api.OK(body), nil
+}
+
+func known(t EventType) bool {
+	_, ok := AwardFor(t)
+	return ok
 }

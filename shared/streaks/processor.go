@@ -24,49 +24,23 @@ type Processor struct {
 	Decode  func(events.DynamoDBEventRecord) (State, bool, error)
 	Store   Store
 	Cache   Cache
-	Gen     *cachegen.Tracker
+	Gen     Generations
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
 }
 
+// Generations is the processor's view of the cache generation tracker
+// (shared/cachegen).
+type Generations interface {
+	MarkDirty(ctx context.Context, keys []string, at time.Time) error
+	Repair(ctx context.Context, r cachegen.Repairable) error
+}
+
 // Process applies one stream batch (an empty one is a scheduled tick).
 func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventRecord) error {
-	latest := map[string]State{}
-	var order []string
-	var decodeErr error
-	failedAt := -1
-	for i, rec := range records {
-		st, ok, err := p.Decode(rec)
-		if err != nil {
-			decodeErr, failedAt = err, i
-			break
-		}
-		if !ok {
-			continue
-		}
-		cur, seen := latest[st.UserID]
-		if !seen {
-			order = append(order, st.UserID)
-		}
-		// An erasure (Removed) carries the version of the record it
-		// deleted, so it is kept over that record and every older one.
-		if !seen || cur.Version < st.Version || (cur.Version == st.Version && st.Removed) {
-			switch {
-			case seen && st.Removed:
-				// The erasure clears every board the batch's changes touched.
-				st.Regions = slices.Concat(st.Regions, cur.Regions, []string{cur.Region, cur.PrevRegion})
-			case seen && st.PrevRegion == "" && cur.Region != st.Region:
-				// Two moves in one batch: the board must leave the first region too.
-				st.PrevRegion = cur.Region
-			}
-			latest[st.UserID] = st
-		}
-	}
-	states := make([]State, 0, len(order))
-	for _, u := range order {
-		states = append(states, latest[u])
-	}
+	batch := streams.Decode(records, p.Decode)
+	states := streams.Newest(batch.Records, State.key, State.version, carryMoves)
 	now := p.Clock.Now()
 	if len(states) > 0 {
 		if err := p.Cache.Put(ctx, states...); err != nil {
@@ -82,52 +56,70 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 	} else if swept > 0 {
 		p.Metrics.Count("StreaksBroken", swept, nil)
 	}
-	p.repair(ctx, now)
-	if decodeErr != nil {
-		return &streams.PartialError{From: failedAt, Err: decodeErr}
-	}
-	return nil
-}
-
-// repair brings Redis back in line when the cache generation says it may be
-// wrong: the streak boards are rebuilt from DynamoDB's live streaks, and the
-// cached streak of every player whose write was lost is refreshed from
-// DynamoDB. Failures wait for the next batch or tick.
-func (p *Processor) repair(ctx context.Context, now time.Time) {
-	st, err := p.Gen.State(ctx)
-	if err != nil || st.Fresh() {
-		return
-	}
-	p.Log.InfoContext(ctx, "rebuilding streak boards in redis", "redis_lost_data", !st.MirrorKnown)
-	err = p.Cache.Rebuild(ctx, now, func(fn func([]State) error) error { return p.Store.Live(ctx, now, fn) })
-	for err == nil {
-		var markers []cachegen.Marker
-		if markers, err = p.Gen.Dirty(ctx, 100); err != nil || len(markers) == 0 {
-			break
-		}
-		if err = p.refresh(ctx, markers); err == nil {
-			err = p.Gen.Clear(ctx, markers)
-		}
-	}
-	if err == nil {
-		err = p.Gen.Advance(ctx, st.Durable)
-	}
-	if err != nil {
+	if err := p.Gen.Repair(ctx, &cacheRepair{p: p, now: now}); err != nil {
 		p.Log.WarnContext(ctx, "streak repair incomplete", "error", err.Error())
 	}
+	return batch.Err()
 }
 
-// refresh rewrites the cached streaks the markers name from DynamoDB. A
-// player who has none was erased (a marker is only left by a write): the
-// erasure is put again, so what the lost write would have erased goes.
-func (p *Processor) refresh(ctx context.Context, markers []cachegen.Marker) error {
+// carryMoves keeps, in the newest state of a player in a batch, the boards
+// the older ones were on: an erasure clears every board the batch's
+// changes touched, and after two moves in one batch the board leaves the
+// first region too.
+func carryMoves(older, newer State) State {
+	switch {
+	case newer.Removed:
+		newer.Regions = slices.Concat(newer.Regions, older.Regions, []string{older.Region, older.PrevRegion})
+	case newer.PrevRegion == "" && older.Region != newer.Region:
+		newer.PrevRegion = older.Region
+	}
+	return newer
+}
+
+// cacheRepair is the streaks scope's side of the repair protocol
+// (cachegen.Tracker.Repair). Whatever Redis may have wrong, the boards
+// are rebuilt from DynamoDB's live streaks, once per repair: a lost write
+// may have been a move between region boards, which the player's own
+// record no longer shows.
+type cacheRepair struct {
+	p       *Processor
+	now     time.Time
+	rebuilt bool
+}
+
+// Rebuild rebuilds the streak boards.
+func (r *cacheRepair) Rebuild(ctx context.Context) (bool, error) {
+	if err := r.rebuildBoards(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (r *cacheRepair) rebuildBoards(ctx context.Context) error {
+	if r.rebuilt {
+		return nil
+	}
+	r.p.Log.InfoContext(ctx, "rebuilding streak boards in redis")
+	err := r.p.Cache.Rebuild(ctx, r.now, func(fn func([]State) error) error { return r.p.Store.Live(ctx, r.now, fn) })
+	r.rebuilt = err == nil
+	return err
+}
+
+// Refresh rebuilds the boards (once) and rewrites the cached streaks the
+// keys name from DynamoDB. A player who has none was erased (a marker is
+// only left by a write): the erasure is put again, so what the lost write
+// would have erased goes.
+func (r *cacheRepair) Refresh(ctx context.Context, keys []string) error {
+	if err := r.rebuildBoards(ctx); err != nil {
+		return err
+	}
 	var states []State
-	for _, m := range markers {
-		user, ok := strings.CutPrefix(m.Key, dirtyUser)
+	for _, key := range keys {
+		user, ok := strings.CutPrefix(key, dirtyUser)
 		if !ok {
 			continue
 		}
-		st, found, err := p.Store.Get(ctx, user)
+		st, found, err := r.p.Store.Get(ctx, user)
 		if err != nil {
 			return err
 		}
@@ -139,7 +131,7 @@ func (p *Processor) refresh(ctx context.Context, markers []cachegen.Marker) erro
 	if len(states) == 0 {
 		return nil
 	}
-	return p.Cache.Put(ctx, states...)
+	return r.p.Cache.Put(ctx, states...)
 }
 
 // dirtyKeys are the markers of a lost write of states: their cached

@@ -144,7 +144,7 @@ func Apply(s State, day Day, a Activity) (State, Outcome) {
 	// Otherwise the date is the last one (or, after a move west, the one
 	// before): the streak stays as it is.
 	next.Longest = max(next.Longest, next.Current)
-	award := Awards[a.Type]
+	award, _ := AwardFor(a.Type)
 	out.Points = max(0, min(award.Points, award.DailyCap-day.ByType[a.Type]))
 	next.TotalPoints += out.Points
 	next.Version++

@@ -220,23 +220,28 @@ func EventID(user, key string) string {
 type Streak struct {
 	State
 	View
+	// Degraded is set when Redis could not be used (unreachable, or not
+	// trusted) and the streak was read from DynamoDB instead: exact, but
+	// served without the cache, as every such read says.
+	Degraded bool
 }
 
 // Get returns a player's streak: from the cache, else DynamoDB. A player
 // with no activity has a zero streak, not an error.
 func (s *Service) Get(ctx context.Context, user string) (Streak, error) {
 	now := s.Clock.Now()
-	st, ok, err := s.Cache.Cached(ctx, user)
-	if err != nil || !ok {
+	st, ok, cacheErr := s.Cache.Cached(ctx, user)
+	if cacheErr != nil || !ok {
+		var err error
 		if st, _, err = s.Store.Get(ctx, user); err != nil {
 			return Streak{}, err
 		}
-		if st.Version > 0 {
+		if st.Version > 0 && cacheErr == nil {
 			s.fill(ctx, st)
 		}
 	}
 	st.UserID = user
-	return Streak{State: st, View: st.ViewAt(now)}, nil
+	return Streak{State: st, View: st.ViewAt(now), Degraded: cacheErr != nil}, nil
 }
 
 // fill puts a state read from DynamoDB into the cache; a failure only

@@ -36,8 +36,15 @@ type Award struct {
 	DailyCap int64
 }
 
-// Awards is the points table, the one place points are decided.
-var Awards = map[EventType]Award{
+// AwardFor is what an event type earns, from the points table, the one
+// place points are decided; ok is false for an unknown event type.
+func AwardFor(t EventType) (a Award, ok bool) {
+	a, ok = awards[t]
+	return a, ok
+}
+
+// awards is the points table.
+var awards = map[EventType]Award{
 	DailyOpen:      {Points: 10, DailyCap: 10},
 	MatchPlayed:    {Points: 5, DailyCap: 50},
 	MatchWon:       {Points: 20, DailyCap: 200},
@@ -92,9 +99,14 @@ type State struct {
 	// TZRejected counts time-zone changes refused by the limit.
 	TZRejected int64
 	UpdatedAt  time.Time
-	// Removed marks a stream change that deleted the record (erasure).
+	// Removed marks a stream change that deleted the record (erasure); it
+	// comes one version past the record it deleted (the rule every stream
+	// decoder follows, see shared/streams).
 	Removed bool
 }
+
+func (st State) key() string    { return st.UserID }
+func (st State) version() int64 { return st.Version }
 
 // Day is a player's points on one local date (the Activity table's
 // day#YYYY-MM-DD item).

@@ -13,56 +13,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-lambda-go/events"
-
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
-
-// Conditions under which a batch is parked, as Lambda names them.
-const (
-	RetryAttemptsExhausted   = "RetryAttemptsExhausted"
-	MaximumRecordAgeExceeded = "MaximumRecordAgeExceeded"
-)
-
-// Parked is one dead-lettered batch: the invocation record Lambda sends to
-// an on-failure destination for a DynamoDB stream, plus (a local addition)
-// the records themselves and the last error, so a redrive can replay them
-// without going back to the stream.
-type Parked struct {
-	RequestContext  RequestContext               `json:"requestContext"`
-	ResponseContext ResponseContext              `json:"responseContext"`
-	Version         string                       `json:"version"`
-	Timestamp       string                       `json:"timestamp"`
-	BatchInfo       BatchInfo                    `json:"DDBStreamBatchInfo"`
-	Records         []events.DynamoDBEventRecord `json:"records"`
-	Error           string                       `json:"error,omitempty"`
-}
-
-// RequestContext identifies the failed invocation.
-type RequestContext struct {
-	RequestID              string `json:"requestId"`
-	FunctionARN            string `json:"functionArn"`
-	Condition              string `json:"condition"`
-	ApproximateInvokeCount int    `json:"approximateInvokeCount"`
-}
-
-// ResponseContext is what the last invocation answered.
-type ResponseContext struct {
-	StatusCode      int    `json:"statusCode"`
-	ExecutedVersion string `json:"executedVersion"`
-	FunctionError   string `json:"functionError,omitempty"`
-}
-
-// BatchInfo locates the batch in the stream.
-type BatchInfo struct {
-	ShardID                         string `json:"shardId"`
-	StartSequenceNumber             string `json:"startSequenceNumber"`
-	EndSequenceNumber               string `json:"endSequenceNumber"`
-	ApproximateArrivalOfFirstRecord string `json:"approximateArrivalOfFirstRecord"`
-	ApproximateArrivalOfLastRecord  string `json:"approximateArrivalOfLastRecord"`
-	BatchSize                       int    `json:"batchSize"`
-	StreamARN                       string `json:"streamArn"`
-}
 
 // DLQ is the local dead-letter queue: one JSON Lines file per function,
 // <dir>/<function>.jsonl.
@@ -85,7 +38,7 @@ func (d *DLQ) Dir() string { return d.dir }
 func (d *DLQ) file(function string) string { return filepath.Join(d.dir, function+".jsonl") }
 
 // Park appends a batch to the function's file.
-func (d *DLQ) Park(function string, p Parked) error {
+func (d *DLQ) Park(function string, p streamread.Parked) error {
 	line, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("poller: encode parked batch: %w", err)
@@ -104,14 +57,14 @@ func (d *DLQ) Park(function string, p Parked) error {
 }
 
 // List returns the parked batches of every function, by function name.
-func (d *DLQ) List() (map[string][]Parked, error) {
+func (d *DLQ) List() (map[string][]streamread.Parked, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	entries, err := os.ReadDir(d.dir)
 	if err != nil {
 		return nil, fmt.Errorf("poller: list dlq: %w", err)
 	}
-	out := map[string][]Parked{}
+	out := map[string][]streamread.Parked{}
 	for _, e := range entries {
 		fn, ok := strings.CutSuffix(e.Name(), ".jsonl")
 		if !ok || e.IsDir() {
@@ -136,7 +89,7 @@ func (d *DLQ) Depth(function string) (int, error) {
 	return len(b), err
 }
 
-func (d *DLQ) read(function string) ([]Parked, error) {
+func (d *DLQ) read(function string) ([]streamread.Parked, error) {
 	data, err := os.ReadFile(d.file(function))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -144,14 +97,14 @@ func (d *DLQ) read(function string) ([]Parked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("poller: read dlq: %w", err)
 	}
-	var out []Parked
+	var out []streamread.Parked
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	for line := 1; sc.Scan(); line++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var p Parked
+		var p streamread.Parked
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("poller: %s line %d: %w", d.file(function), line, err)
 		}
@@ -179,7 +132,7 @@ func (d *DLQ) Redrive(ctx context.Context, function string, handler streams.Hand
 	if err != nil || len(batches) == 0 {
 		return res, err
 	}
-	var keep []Parked
+	var keep []streamread.Parked
 	for _, p := range batches {
 		res.Redriven++
 		resp, err := invoke(ctx, handler, p.Records)
@@ -202,7 +155,7 @@ func (d *DLQ) Redrive(ctx context.Context, function string, handler streams.Hand
 	return res, d.rewrite(function, keep)
 }
 
-func (d *DLQ) rewrite(function string, batches []Parked) error {
+func (d *DLQ) rewrite(function string, batches []streamread.Parked) error {
 	var buf bytes.Buffer
 	for _, p := range batches {
 		line, err := json.Marshal(p)

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -131,7 +132,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	defer wg.Wait()
 	for {
 		start := time.Now()
-		list, err := p.describe(ctx)
+		list, err := streamread.Shards(ctx, p.opts.Streams, p.streamARN)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -152,32 +153,12 @@ func (p *Poller) Run(ctx context.Context) error {
 }
 
 func (p *Poller) resolveStream(ctx context.Context) error {
-	out, err := p.opts.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(p.opts.Table)})
+	arn, err := streamread.StreamARN(ctx, p.opts.DB, p.opts.Table)
 	if err != nil {
-		return fmt.Errorf("poller %s: describe %s: %w", p.Function(), p.opts.Table, err)
+		return fmt.Errorf("poller %s: %w", p.Function(), err)
 	}
-	p.streamARN = aws.ToString(out.Table.LatestStreamArn)
-	if p.streamARN == "" {
-		return fmt.Errorf("poller %s: table %s has no stream", p.Function(), p.opts.Table)
-	}
+	p.streamARN = arn
 	return nil
-}
-
-func (p *Poller) describe(ctx context.Context) ([]types.Shard, error) {
-	var all []types.Shard
-	var from *string
-	for {
-		out, err := p.opts.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{
-			StreamArn: aws.String(p.streamARN), ExclusiveStartShardId: from,
-		})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, out.StreamDescription.Shards...)
-		if from = out.StreamDescription.LastEvaluatedShardId; from == nil {
-			return all, nil
-		}
-	}
 }
 
 // track records newly seen shards and returns those that may start now: a
@@ -218,9 +199,14 @@ func (p *Poller) broadcast() {
 // batches in order.
 func (p *Poller) readShard(ctx context.Context, sh *shard) {
 	log := p.opts.Log.With("function", p.Function(), "shard", sh.id)
+	reader := &streamread.Shard{
+		Client: p.opts.Streams, StreamARN: p.streamARN, ShardID: sh.id, Region: p.opts.Region,
+		// The stream no longer holds what follows the last record read:
+		// those records are lost to every reader.
+		Expired: func(after string) { log.Error("stream records expired before delivery", "after", after) },
+		Skip:    func(err error) { log.Error("undecodable stream record skipped", "error", err.Error()) },
+	}
 	var (
-		iter      *string
-		lastSeq   string
 		buf       []events.DynamoDBEventRecord
 		windowAt  time.Time // when the first record of buf was read
 		closed    bool
@@ -247,51 +233,21 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		}
 		got := 0
 		if !closed && len(buf) < maxBuffered {
-			fresh := iter == nil
-			if fresh {
-				var err error
-				if iter, err = p.iterator(ctx, sh.id, lastSeq); err != nil {
-					log.Warn("get shard iterator failed", "error", err.Error())
-					p.sleep(ctx, sh, p.opts.PollInterval)
-					continue
-				}
-			}
 			pollStart := time.Now()
-			out, err := p.opts.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{
-				ShardIterator: iter, Limit: aws.Int32(1000),
-			})
+			page, err := reader.Next(ctx)
 			if err != nil {
-				if ctx.Err() != nil {
-					continue
-				}
-				// A fresh iterator after the last record read is always
-				// safe, and is the cure for expired iterators and for
-				// DynamoDB Local's occasional TrimmedDataAccessException on
-				// an iterator issued while the shard was empty.
-				iter = nil
-				var expired *types.ExpiredIteratorException
-				var trimmed *types.TrimmedDataAccessException
-				if fresh || (!errors.As(err, &expired) && !errors.As(err, &trimmed)) {
-					log.Warn("get records failed", "error", err.Error())
+				if ctx.Err() == nil {
+					log.Warn("read stream failed", "error", err.Error())
 					p.sleep(ctx, sh, p.opts.PollInterval)
 				}
 				continue
 			}
-			for _, r := range out.Records {
-				rec, err := LambdaRecord(r, p.streamARN, p.opts.Region)
-				if err != nil {
-					log.Error("undecodable stream record skipped", "error", err.Error())
-					continue
-				}
-				if len(buf) == 0 {
-					windowAt = time.Now()
-				}
-				buf = append(buf, rec)
-				lastSeq = rec.Change.SequenceNumber
+			if len(buf) == 0 && len(page) > 0 {
+				windowAt = time.Now()
 			}
-			got = len(out.Records)
-			iter = out.NextShardIterator
-			closed = iter == nil
+			buf = append(buf, page...)
+			got = len(page)
+			closed = reader.Closed()
 			p.setPending(sh, buf)
 			if got == 0 && len(buf) == 0 {
 				p.mu.Lock()
@@ -309,29 +265,6 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		}
 		p.sleep(ctx, sh, wait)
 	}
-}
-
-func (p *Poller) iterator(ctx context.Context, shardID, after string) (*string, error) {
-	in := &dynamodbstreams.GetShardIteratorInput{
-		StreamArn: aws.String(p.streamARN), ShardId: aws.String(shardID),
-		ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
-	}
-	if after != "" {
-		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
-		in.SequenceNumber = aws.String(after)
-	}
-	out, err := p.opts.Streams.GetShardIterator(ctx, in)
-	var trimmed *types.TrimmedDataAccessException
-	if errors.As(err, &trimmed) && after != "" {
-		// The stream no longer holds what follows the last record read:
-		// those records are lost to every reader; carry on from the oldest.
-		p.opts.Log.Error("stream records expired before delivery", "function", p.Function(), "shard", shardID, "after", after)
-		return p.iterator(ctx, shardID, "")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return out.ShardIterator, nil
 }
 
 func (p *Poller) sleep(ctx context.Context, sh *shard, d time.Duration) {
@@ -355,6 +288,11 @@ func (p *Poller) setPending(sh *shard, buf []events.DynamoDBEventRecord) {
 	p.broadcast()
 }
 
+// created is when the record was written, by the stream's clock.
+func created(r events.DynamoDBEventRecord) time.Time {
+	return r.Change.ApproximateCreationDateTime.Time
+}
+
 // attempt is a slice of a batch being retried, with the retries spent on
 // it; bisecting does not spend retries, as with Lambda.
 type attempt struct {
@@ -374,7 +312,7 @@ func (p *Poller) deliver(ctx context.Context, sh *shard, batch []events.DynamoDB
 		a := queue[0]
 		queue = queue[1:]
 		if proc.MaxRecordAge > 0 && time.Since(created(a.records[0])) > proc.MaxRecordAge {
-			p.park(sh, a, MaximumRecordAgeExceeded)
+			p.park(sh, a, streamread.MaximumRecordAgeExceeded)
 			continue
 		}
 		resp, err := invoke(ctx, p.opts.Handler, a.records)
@@ -407,7 +345,7 @@ func (p *Poller) deliver(ctx context.Context, sh *shard, batch []events.DynamoDB
 			first.records, second.records = rest.records[:half], rest.records[half:]
 			queue = append([]attempt{first, second}, queue...)
 		case rest.retries >= int(proc.MaxRetries):
-			p.park(sh, rest, RetryAttemptsExhausted)
+			p.park(sh, rest, streamread.RetryAttemptsExhausted)
 		default:
 			p.backoff(ctx, rest.retries)
 			rest.retries++
@@ -441,14 +379,14 @@ func (p *Poller) done(n int) {
 }
 
 func (p *Poller) park(sh *shard, a attempt, condition string) {
-	entry := Parked{
-		RequestContext: RequestContext{
+	entry := streamread.Parked{
+		RequestContext: streamread.RequestContext{
 			RequestID:              newUUID(),
 			FunctionARN:            fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", p.opts.Region, p.opts.AccountID, p.Function()),
 			Condition:              condition,
 			ApproximateInvokeCount: a.invokes,
 		},
-		ResponseContext: ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST"},
+		ResponseContext: streamread.ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST"},
 		Version:         "1.0",
 		Timestamp:       time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		BatchInfo:       batchInfo(sh.id, p.streamARN, a.records),
@@ -469,9 +407,9 @@ func (p *Poller) park(sh *shard, a attempt, condition string) {
 	p.done(len(a.records))
 }
 
-func batchInfo(shardID, streamARN string, recs []events.DynamoDBEventRecord) BatchInfo {
+func batchInfo(shardID, streamARN string, recs []events.DynamoDBEventRecord) streamread.BatchInfo {
 	first, last := recs[0], recs[len(recs)-1]
-	return BatchInfo{
+	return streamread.BatchInfo{
 		ShardID:                         shardID,
 		StartSequenceNumber:             first.Change.SequenceNumber,
 		EndSequenceNumber:               last.Change.SequenceNumber,
@@ -485,6 +423,9 @@ func batchInfo(shardID, streamARN string, recs []events.DynamoDBEventRecord) Bat
 // invoke runs the handler like the Lambda runtime: a panic is a function
 // error.
 func invoke(ctx context.Context, h streams.Handler, recs []events.DynamoDBEventRecord) (resp events.DynamoDBEventResponse, err error) {
+	// Lambda gives every invocation its function's timeout as a deadline.
+	ctx, cancel := context.WithTimeout(ctx, routes.ProcessorTimeout)
+	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streams"
@@ -233,7 +235,7 @@ func TestAPartialFailureIsRetriedFromTheNamedRecord(t *testing.T) {
 	for _, e := range []string{"a", "b", "c", "d", "e"} {
 		r.put(e, 1)
 	}
-	eventually(t, func() bool { return p.Status().LagRecords == 5 })
+	await.Until(t, 20*time.Second, "lag of 5 records", func() bool { return p.Status().LagRecords == 5 })
 	p.Resume()
 	r.waitIdle()
 	applied, invocations := rec.snapshot()
@@ -261,7 +263,7 @@ func TestAPoisonRecordIsParkedAfterBoundedRetriesAndTheRestFlows(t *testing.T) {
 	for _, e := range []string{"a", "b", "bad", "c", "d"} {
 		r.put(e, 1)
 	}
-	eventually(t, func() bool { return r.p.Status().LagRecords == 5 })
+	await.Until(t, 20*time.Second, "lag of 5 records", func() bool { return r.p.Status().LagRecords == 5 })
 	r.p.Resume()
 	r.waitIdle()
 	applied, invocations := rec.snapshot()
@@ -287,7 +289,7 @@ func TestAPoisonRecordIsParkedAfterBoundedRetriesAndTheRestFlows(t *testing.T) {
 		t.Fatalf("parked %d batches: %+v", len(parked), all)
 	}
 	pk := parked[0]
-	if pk.RequestContext.Condition != poller.RetryAttemptsExhausted || pk.RequestContext.ApproximateInvokeCount < retries+1 ||
+	if pk.RequestContext.Condition != streamread.RetryAttemptsExhausted || pk.RequestContext.ApproximateInvokeCount < retries+1 ||
 		!strings.HasSuffix(pk.RequestContext.FunctionARN, ":function:fake-processor") ||
 		pk.ResponseContext.FunctionError != "Unhandled" || pk.Version != "1.0" || pk.Timestamp == "" {
 		t.Errorf("invocation record %+v %+v", pk.RequestContext, pk.ResponseContext)
@@ -339,18 +341,6 @@ func TestABatchingWindowHoldsALoneRecord(t *testing.T) {
 	}
 	if _, inv := rec.snapshot(); len(inv) != 1 || len(inv[0]) != 2 {
 		t.Errorf("invocations %v, want both records in one batch", inv)
-	}
-}
-
-// eventually waits for a condition the poller reaches asynchronously.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 20s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

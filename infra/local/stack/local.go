@@ -12,6 +12,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
+	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/openapi"
@@ -224,7 +225,7 @@ func (s *Stack) setClock(w http.ResponseWriter, r *http.Request) error {
 
 type parkedBatch struct {
 	Function string `json:"function"`
-	poller.Parked
+	streamread.Parked
 }
 
 func (s *Stack) listDLQ(w http.ResponseWriter, _ *http.Request) error {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aws/aws-lambda-go/events"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,6 +35,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/tables"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/app/all"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
@@ -106,6 +108,7 @@ type Stack struct {
 	names     schema.Names
 	clock     *clock.Settable
 	deps      *app.Deps
+	bound     *app.Bound
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
 	dlq       *poller.DLQ
@@ -189,6 +192,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if s.deps, err = app.New(ctx, cfg, app.Options{Clock: s.clock, LogOutput: opts.Log, Function: "rally-local"}); err != nil {
 		return nil, fmt.Errorf("stack: build handlers: %w", err)
+	}
+	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
+		return nil, fmt.Errorf("stack: bind handlers: %w", err)
 	}
 	gw, err := s.gateway()
 	if err != nil {
@@ -295,14 +301,13 @@ func (s *Stack) config() (config.Config, error) {
 // else the one shared/app binds. A route nothing is bound to yet answers
 // 500 and is listed in health.
 func (s *Stack) gateway() (*gateway.Gateway, error) {
-	bound := s.deps.Endpoints()
 	var rs []gateway.Route
 	for _, r := range routes.All {
 		gr := gateway.Route{Route: r}
 		if h, ok := s.opts.Handlers[r.Function]; ok {
 			gr.Handler = h
-		} else if _, ok := bound[r.Function]; ok {
-			gr.Handler = s.deps.HTTP(r)
+		} else if h, ok := s.bound.HTTP(r); ok {
+			gr.Handler = h
 		} else {
 			s.unbound = append(s.unbound, r.Function)
 		}
@@ -323,7 +328,6 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 }
 
 func (s *Stack) startPollers(ctx context.Context) error {
-	bound := s.deps.Processors()
 	sc := dynamodbstreams.New(dynamodbstreams.Options{
 		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
@@ -331,11 +335,10 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	for _, proc := range routes.Processors {
 		h, ok := s.opts.Processors[proc.Function]
 		if !ok {
-			if _, bok := bound[proc.Function]; !bok {
+			if h, ok = s.bound.Stream(proc); !ok {
 				s.unbound = append(s.unbound, proc.Function)
 				continue
 			}
-			h = s.deps.Stream(proc)
 		}
 		p, err := poller.New(poller.Options{
 			Processor: proc, Handler: h, Table: s.names.Of(proc.Source),
@@ -373,7 +376,10 @@ func (s *Stack) tick(ctx context.Context, function string, h streams.Handler) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := h(ctx, events.DynamoDBEvent{}); err != nil && ctx.Err() == nil {
+			tickCtx, cancel := context.WithTimeout(ctx, routes.ProcessorTimeout)
+			_, err := h(tickCtx, events.DynamoDBEvent{})
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("scheduled processor tick failed", "function", function, "error", err.Error())
 			}
 		}
@@ -388,6 +394,9 @@ func (s *Stack) Clock() *clock.Settable { return s.clock }
 
 // Deps are the handlers' dependencies (DynamoDB and Redis clients, config).
 func (s *Stack) Deps() *app.Deps { return s.deps }
+
+// Bound is every feature's handlers, as the stack serves them.
+func (s *Stack) Bound() *app.Bound { return s.bound }
 
 // DB is a DynamoDB client for the stack's tables.
 func (s *Stack) DB() *dynamodb.Client { return s.db }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streams"
@@ -313,18 +315,14 @@ func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
 	for _, g := range []string{"g1", "g2", "g3"} {
 		c.json("POST", "/v1/favorites/"+g, tok, nil, 200, nil)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	await.Success(t, 20*time.Second, "a lag of 3 records on the paused processor", func() error {
 		var h stack.Health
 		c.json("GET", "/_local/health", "", nil, 200, &h)
 		if h.Processors[0].LagRecords == 3 && h.Processors[0].Paused {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag never reached 3: %+v", h.Processors)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("processors %+v", h.Processors)
+	})
 	if err := s.Resume(fn); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // per test binary, a fresh set of tables per test), a real redis-server per
 // test, and a whole local stack for end-to-end tests. Outside CI a missing
 // dependency skips the test with the reason; with CI=true it fails it, so a
-// pipeline can never pass by skipping.
+// pipeline can never pass by skipping (package ci owns that rule).
 //
 // Because Stack runs the real handlers, testenv depends on shared/app: use
 // it from external test packages (package foo_test) only, or a package
@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +28,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/redisserver"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/tables"
+	"github.com/rallyhq/rally/infra/local/testenv/ci"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -39,24 +39,15 @@ const EndpointEnv = "RALLY_DYNAMODB_ENDPOINT"
 // Region is the region every local client uses.
 const Region = "us-east-1"
 
-// InCI reports whether CI=true (or any true value) is set.
-func InCI() bool {
-	v, err := strconv.ParseBool(os.Getenv("CI"))
-	return err == nil && v
-}
+// InCI reports whether CI=true (or any true value) is set; see package ci.
+func InCI() bool { return ci.On() }
 
 // Require stops the test when a dependency is missing: t.Skip with the
-// reason outside CI, t.Fatal in CI. It does nothing when err is nil.
+// reason outside CI, t.Fatal in CI (the rule of package ci). It does
+// nothing when err is nil.
 func Require(t testing.TB, what string, err error) {
 	t.Helper()
-	if err == nil {
-		return
-	}
-	if InCI() {
-		t.Fatalf("%s is required (CI=true, so this is a failure, not a skip): %v", what, err)
-		return
-	}
-	t.Skipf("skipping: %s is not available: %v", what, err)
+	ci.Require(t, what, err)
 }
 
 var shared struct {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
+
 	"github.com/aws/aws-lambda-go/events"
 	_ "github.com/duckdb/duckdb-go/v2" // the SQL engine the queries run on locally
 
@@ -95,7 +97,7 @@ func TestNamedQueriesAnswerWhatHappened(t *testing.T) {
 	s := testenv.Stack(t, stack.Options{StateDir: dir, Processors: map[string]streams.Handler{
 		routes.AnalyticsShipper.Function: redo.handle,
 	}})
-	real := s.Deps().Stream(routes.AnalyticsShipper)
+	real := s.Deps().Stream(analyticsbind.Analytics, routes.AnalyticsShipper)
 	redo.real.Store(&real)
 	c := apitest.New(t, s)
 	want := newScript()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,7 +21,7 @@ import (
 
 // Definitions stores leaderboard definitions in the Leaderboards table.
 type Definitions struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 	// Clock stamps created_at and updated_at when the definition carries no
 	// UpdatedAt; nil means the wall clock.
@@ -50,7 +51,7 @@ func (it definitionItem) definition() leaderboards.Definition {
 		ID: it.ID, Title: it.Title, Policy: leaderboards.Policy(it.Policy), Order: leaderboards.Order(it.Order),
 		Reset: leaderboards.Reset(it.Reset), TieBreak: leaderboards.TieBreak(it.TieBreak),
 		Status: leaderboards.Status(it.Status), MaxN: it.MaxN, Timezone: it.Timezone,
-		CreatedAt: parseTime(it.CreatedAt), UpdatedAt: parseTime(it.UpdatedAt), Version: it.Ver,
+		CreatedAt: ddb.ParseTime(it.CreatedAt), UpdatedAt: ddb.ParseTime(it.UpdatedAt), Version: it.Ver,
 	}
 	if it.Scope != nil {
 		d.Scope = *it.Scope
@@ -72,11 +73,11 @@ var immutable = []struct {
 	name, attr string
 	of         func(leaderboards.Definition) string
 }{
-	{"policy", "policy", func(d leaderboards.Definition) string { return string(d.Policy) }},
-	{"order", "order", func(d leaderboards.Definition) string { return string(d.Order) }},
-	{"reset", "reset", func(d leaderboards.Definition) string { return string(d.Reset) }},
-	{"tie_break", "tie_break", func(d leaderboards.Definition) string { return string(d.TieBreak) }},
-	{"timezone", "timezone", func(d leaderboards.Definition) string { return d.Timezone }},
+	{"policy", schema.AttrPolicy, func(d leaderboards.Definition) string { return string(d.Policy) }},
+	{"order", schema.AttrOrder, func(d leaderboards.Definition) string { return string(d.Order) }},
+	{"reset", schema.AttrReset, func(d leaderboards.Definition) string { return string(d.Reset) }},
+	{"tie_break", schema.AttrTieBreak, func(d leaderboards.Definition) string { return string(d.TieBreak) }},
+	{"timezone", schema.AttrTimezone, func(d leaderboards.Definition) string { return d.Timezone }},
 }
 
 // Put creates the definition, or updates its mutable fields when the
@@ -91,44 +92,34 @@ func (s *Definitions) Put(ctx context.Context, d leaderboards.Definition) (leade
 	if at.IsZero() {
 		at = now(s.Clock)
 	}
-	names := map[string]string{
-		"#id": schema.AttrBoardID, "#title": "title", "#status": "status", "#maxn": "max_n",
-		"#scope": "scope", "#created": "created_at", "#updated": "updated_at", "#ver": "ver",
-	}
-	values := map[string]types.AttributeValue{
-		":title": ddb.S(d.Title), ":status": ddb.S(string(d.Status)), ":maxn": ddb.N(int64(d.MaxN)),
-		":now": ddb.S(formatTime(at)), ":zero": ddb.N(0), ":one": ddb.N(1),
-	}
-	set := []string{"#title = :title", "#status = :status", "#maxn = :maxn", "#updated = :now",
-		"#created = if_not_exists(#created, :now)", "#ver = if_not_exists(#ver, :zero) + :one"}
-	var same []string
+	now := expression.Value(ddb.FormatTime(at))
+	created, ver := expression.Name(schema.AttrCreatedAt), expression.Name(schema.AttrVer)
+	update := expression.Set(expression.Name(schema.AttrTitle), expression.Value(d.Title)).
+		Set(expression.Name(schema.AttrStatus), expression.Value(string(d.Status))).
+		Set(expression.Name(schema.AttrMaxN), expression.Value(d.MaxN)).
+		Set(expression.Name(schema.AttrUpdatedAt), now).
+		Set(created, expression.IfNotExists(created, now)).
+		Set(ver, expression.Plus(expression.IfNotExists(ver, expression.Value(0)), expression.Value(1)))
+	same := make([]expression.ConditionBuilder, len(immutable))
 	for i, f := range immutable {
-		name, value := fmt.Sprintf("#im%d", i), fmt.Sprintf(":im%d", i)
-		names[name], values[value] = f.attr, ddb.S(f.of(d))
-		set = append(set, name+" = "+value)
-		same = append(same, name+" = "+value)
+		update = update.Set(expression.Name(f.attr), expression.Value(f.of(d)))
+		same[i] = expression.Name(f.attr).Equal(expression.Value(f.of(d)))
 	}
-	update := "SET " + strings.Join(set, ", ")
 	if d.Scope == (leaderboards.Scope{}) {
-		update += " REMOVE #scope"
+		update = update.Remove(expression.Name(schema.AttrScope))
 	} else {
 		scope, err := attributevalue.Marshal(d.Scope)
 		if err != nil {
 			return leaderboards.Definition{}, false, fmt.Errorf("encode scope of %s: %w", d.ID, err)
 		}
-		values[":scope"] = scope
-		update = "SET #scope = :scope, " + strings.TrimPrefix(update, "SET ")
+		update = update.Set(expression.Name(schema.AttrScope), expression.Value(scope))
 	}
-	out, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.Table),
-		Key:                                 map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(d.ID)},
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String("attribute_not_exists(#id) OR (" + strings.Join(same, " AND ") + ")"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	unchanged := expression.Name(schema.AttrBoardID).AttributeNotExists().Or(expression.And(same[0], same[1], same[2:]...))
+	in := ddb.UpdateInput(s.Table, map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(d.ID)},
+		ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(unchanged)))
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := s.DB.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		stored, derr := decodeDefinition(ccf.Item)

@@ -106,4 +106,3 @@ func TestConcurrentPutsOfOneBoardCreateItOnce(t *testing.T) {
 		t.Fatalf("%d creations, stored %+v %v; want 1 creation and version 10", creations, got, err)
 	}
 }
-

@@ -8,19 +8,18 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Erasure removes a player from the leaderboards stores for good. Every
 // step is safe to run again after a crash at any point, and no error names
 // the player: erasure errors reach the logs.
-
-// BoardPeriod names one period of one board.
-type BoardPeriod struct{ Board, Period string }
 
 // eraseAttempts bounds the retries of one score's erasure when it loses a
 // race with another transaction on the period's meta item.
@@ -40,8 +39,8 @@ const eraseAttempts = 16
 // reports them again, and the caller's clean-up is repeated too. Each
 // deletion is conditioned on the score existing, so a re-run never takes a
 // member away twice.
-func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string) ([]BoardPeriod, error) {
-	candidates := map[BoardPeriod]bool{}
+func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string) ([]leaderboards.BoardPeriod, error) {
+	candidates := map[leaderboards.BoardPeriod]bool{}
 	if err := s.indexedPeriods(ctx, player, candidates); err != nil {
 		return nil, err
 	}
@@ -64,12 +63,12 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 	return periods, nil
 }
 
-func sortedPeriods(set map[BoardPeriod]bool) []BoardPeriod {
-	out := make([]BoardPeriod, 0, len(set))
+func sortedPeriods(set map[leaderboards.BoardPeriod]bool) []leaderboards.BoardPeriod {
+	out := make([]leaderboards.BoardPeriod, 0, len(set))
 	for bp := range set {
 		out = append(out, bp)
 	}
-	slices.SortFunc(out, func(a, b BoardPeriod) int {
+	slices.SortFunc(out, func(a, b leaderboards.BoardPeriod) int {
 		if c := strings.Compare(a.Board, b.Board); c != 0 {
 			return c
 		}
@@ -79,14 +78,10 @@ func sortedPeriods(set map[BoardPeriod]bool) []BoardPeriod {
 }
 
 // indexedPeriods adds the board periods by_player lists for the player.
-func (s *Scores) indexedPeriods(ctx context.Context, player string, into map[BoardPeriod]bool) error {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		IndexName:                 aws.String(schema.IndexScoresByPlayer),
-		KeyConditionExpression:    aws.String("#player = :p"),
-		ExpressionAttributeNames:  map[string]string{"#player": schema.AttrPlayerKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": ddb.S(player)},
-	}
+func (s *Scores) indexedPeriods(ctx context.Context, player string, into map[leaderboards.BoardPeriod]bool) error {
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPlayerKey).Equal(expression.Value(player)))))
+	in.IndexName = aws.String(schema.IndexScoresByPlayer)
 	for {
 		out, err := s.DB.Query(ctx, in)
 		if err != nil {
@@ -105,7 +100,7 @@ func (s *Scores) indexedPeriods(ctx context.Context, player string, into map[Boa
 			if i <= 0 {
 				return fmt.Errorf("erase scores: malformed score key %q", it.PK)
 			}
-			into[BoardPeriod{Board: it.PK[:i], Period: it.PK[i+1:]}] = true
+			into[leaderboards.BoardPeriod{Board: it.PK[:i], Period: it.PK[i+1:]}] = true
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return nil
@@ -115,28 +110,23 @@ func (s *Scores) indexedPeriods(ctx context.Context, player string, into map[Boa
 }
 
 // eventsQuery lists the player's recorded matches on a board, with the
-// given attributes (aliased as #0, #1, ...).
-func (s *Scores) eventsQuery(board, player string, attrs ...string) *dynamodb.QueryInput {
-	names := map[string]string{}
-	aliases := make([]string, len(attrs))
-	for i, a := range attrs {
-		aliases[i] = fmt.Sprintf("#%d", i)
-		names[aliases[i]] = a
+// given attributes.
+func (s *Scores) eventsQuery(board, player string, attr string, more ...string) *dynamodb.QueryInput {
+	projection := expression.NamesList(expression.Name(attr))
+	for _, a := range more {
+		projection = projection.AddNames(expression.Name(a))
 	}
-	return &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Events),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ProjectionExpression:      aws.String(strings.Join(aliases, ", ")),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(EventKey(board, player))},
-		ConsistentRead:            aws.Bool(true),
-	}
+	in := ddb.QueryInput(s.Events, ddb.MustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(schema.AttrPK).Equal(expression.Value(EventKey(board, player)))).
+		WithProjection(projection)))
+	in.ConsistentRead = aws.Bool(true)
+	return in
 }
 
 // matchedPeriods adds the board's periods the player's recorded matches
 // went to.
-func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into map[BoardPeriod]bool) error {
-	in := s.eventsQuery(board, player, "period")
+func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into map[leaderboards.BoardPeriod]bool) error {
+	in := s.eventsQuery(board, player, schema.AttrPeriod)
 	for {
 		out, err := s.DB.Query(ctx, in)
 		if err != nil {
@@ -150,7 +140,7 @@ func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into 
 				return fmt.Errorf("erase scores: decode a match on %s: %w", board, err)
 			}
 			if ev.Period != "" {
-				into[BoardPeriod{Board: board, Period: ev.Period}] = true
+				into[leaderboards.BoardPeriod{Board: board, Period: ev.Period}] = true
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
@@ -163,20 +153,18 @@ func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into 
 // eraseScore deletes the player's score in one board period and takes one
 // member off the period's count, in one transaction. A score already gone
 // (erased by an earlier run) changes nothing.
-func (s *Scores) eraseScore(ctx context.Context, bp BoardPeriod, player string) error {
+func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, player string) error {
+	present := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.Name(schema.AttrPK).AttributeExists()))
+	oneLess := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(-1))))
 	items := []types.TransactWriteItem{{Delete: &types.Delete{
-		TableName:           aws.String(s.Table),
-		Key:                 s.key(bp.Board, bp.Period, player),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
-	}}, {Update: &types.Update{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(bp.Board, bp.Period, MetaID),
-		UpdateExpression:          aws.String("ADD members :minus"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": ddb.N(-1)},
-	}}}
+		TableName:                aws.String(s.Table),
+		Key:                      s.key(bp.Board, bp.Period, player),
+		ConditionExpression:      present.Condition(),
+		ExpressionAttributeNames: present.Names(),
+	}}, {Update: ddb.TransactUpdate(s.Table, s.key(bp.Board, bp.Period, MetaID), oneLess)}}
 	what := fmt.Sprintf("erase a score in %s/%s", bp.Board, bp.Period)
 	for attempt := 0; attempt < eraseAttempts; attempt++ {
-		if err := pause(ctx, attempt); err != nil {
+		if err := ddb.Pause(ctx, attempt); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		_, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -218,4 +206,3 @@ func (s *Scores) eraseMatches(ctx context.Context, board, player string) error {
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
-

@@ -85,7 +85,7 @@ func TestErasePlayerDeletesEveryScoreAndMatchAndCountsEachMemberOutOnce(t *testi
 	keptEvents := len(mentioning(t, client, names.Of(schema.ScoreEvents), kept))
 
 	ids := []string{"wins", "best", "never-played"}
-	want := []dynamo.BoardPeriod{{"best", periods[0]}, {"best", periods[1]}, {"wins", periods[0]}, {"wins", periods[1]}}
+	want := []leaderboards.BoardPeriod{{Board: "best", Period: periods[0]}, {Board: "best", Period: periods[1]}, {Board: "wins", Period: periods[0]}, {Board: "wins", Period: periods[1]}}
 
 	// The first run dies once the scores are gone, before the matches are.
 	db.FailBatch = func(in *dynamodb.BatchWriteItemInput) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -53,8 +54,10 @@ func (s *Scores) Get(ctx context.Context, board, period string, players []string
 
 // Members is the number of players with a score in the period.
 func (s *Scores) Members(ctx context.Context, board, period string) (int64, error) {
+	members := ddb.MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(schema.AttrMembers))))
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.Table), Key: s.key(board, period, MetaID), ProjectionExpression: aws.String("members"),
+		TableName: aws.String(s.Table), Key: s.key(board, period, MetaID),
+		ProjectionExpression: members.Projection(), ExpressionAttributeNames: members.Names(),
 	})
 	if err != nil {
 		return 0, unavailable(err, fmt.Sprintf("count members %s/%s", board, period))
@@ -71,12 +74,9 @@ func (s *Scores) Members(ctx context.Context, board, period string) (int64, erro
 // Scan calls fn with every score of the period, a page at a time, with
 // strongly consistent reads (a rebuild must not miss a write it raced).
 func (s *Scores) Scan(ctx context.Context, board, period string, fn func([]leaderboards.Score) error) error {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(PeriodKey(board, period))},
-		ConsistentRead:            aws.Bool(true),
-	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period))))))
+	in.ConsistentRead = aws.Bool(true)
 	for {
 		out, err := s.DB.Query(ctx, in)
 		if err != nil {
@@ -206,7 +206,7 @@ func eachShard(ctx context.Context, fn func(ctx context.Context, shard int) erro
 func (s *Scores) countBefore(ctx context.Context, board, period, bound string) (int64, error) {
 	var counts [RankShards]int64
 	err := eachShard(ctx, func(ctx context.Context, shard int) error {
-		in := s.indexQuery(board, period, shard, "rank_sk < :bound", bound)
+		in := s.indexQuery(board, period, shard, rankBefore, bound)
 		in.Select = types.SelectCount
 		for {
 			out, err := s.DB.Query(ctx, in)
@@ -232,11 +232,11 @@ func (s *Scores) countBefore(ctx context.Context, board, period, bound string) (
 func (s *Scores) nearest(ctx context.Context, board, period, from string, forward bool, n int) ([]string, error) {
 	var found [RankShards][]string
 	err := eachShard(ctx, func(ctx context.Context, shard int) error {
-		cond := "rank_sk > :bound"
+		side := rankAfter
 		if !forward {
-			cond = "rank_sk < :bound"
+			side = rankBefore
 		}
-		in := s.indexQuery(board, period, shard, cond, from)
+		in := s.indexQuery(board, period, shard, side, from)
 		in.ScanIndexForward = aws.Bool(forward)
 		for len(found[shard]) < n {
 			in.Limit = aws.Int32(int32(n - len(found[shard])))
@@ -274,18 +274,21 @@ func (s *Scores) nearest(ctx context.Context, board, period, from string, forwar
 	return keys, nil
 }
 
-// indexQuery is a query of one by_score shard with a condition on rank_sk
-// against :bound (none when bound is empty).
-func (s *Scores) indexQuery(board, period string, shard int, cond, bound string) *dynamodb.QueryInput {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		IndexName:                 aws.String(schema.IndexScoresByScore),
-		KeyConditionExpression:    aws.String("rank_pk = :part"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":part": ddb.S(RankPartition(board, period, shard))},
-	}
+// rankBefore and rankAfter bound a by_score query to the keys on one side
+// of a rank key.
+var (
+	rankBefore = expression.Key(schema.AttrRankSK).LessThan
+	rankAfter  = expression.Key(schema.AttrRankSK).GreaterThan
+)
+
+// indexQuery is a query of one by_score shard, bounded by side against
+// bound (unbounded when bound is empty).
+func (s *Scores) indexQuery(board, period string, shard int, side func(expression.ValueBuilder) expression.KeyConditionBuilder, bound string) *dynamodb.QueryInput {
+	cond := expression.Key(schema.AttrRankPK).Equal(expression.Value(RankPartition(board, period, shard)))
 	if bound != "" {
-		*in.KeyConditionExpression += " AND " + cond
-		in.ExpressionAttributeValues[":bound"] = ddb.S(bound)
+		cond = cond.And(side(expression.Value(bound)))
 	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(cond)))
+	in.IndexName = aws.String(schema.IndexScoresByScore)
 	return in
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -31,7 +31,7 @@ const submitAttempts = 25
 // Scores stores scores in the Scores table and the matches that made them
 // in ScoreEvents.
 type Scores struct {
-	DB     DB
+	DB     ddb.DB
 	Table  string // Scores
 	Events string // ScoreEvents
 	// Clock stamps recorded_at and updated_at; nil means the wall clock.
@@ -62,14 +62,14 @@ func (it scoreItem) score() leaderboards.Score {
 	return leaderboards.Score{
 		Board: it.Board, Period: it.Period, PlayerID: it.PlayerID, Score: it.Score,
 		ReachedAt: time.UnixMilli(it.ReachedAt).UTC(), Version: it.Ver,
-		LastMatchID: it.LastMatchID, UpdatedAt: parseTime(it.UpdatedAt),
+		LastMatchID: it.LastMatchID, UpdatedAt: ddb.ParseTime(it.UpdatedAt),
 	}
 }
 
 func itemOf(o leaderboards.Order, s leaderboards.Score) scoreItem {
 	return scoreItem{
 		PK: PeriodKey(s.Board, s.Period), PlayerID: s.PlayerID, Score: s.Score, ReachedAt: s.ReachedAt.UnixMilli(),
-		Ver: s.Version, LastMatchID: s.LastMatchID, UpdatedAt: formatTime(s.UpdatedAt), Board: s.Board, Period: s.Period,
+		Ver: s.Version, LastMatchID: s.LastMatchID, UpdatedAt: ddb.FormatTime(s.UpdatedAt), Board: s.Board, Period: s.Period,
 		RankPK:    RankPartition(s.Board, s.Period, ShardOf(s.PlayerID)),
 		RankSK:    RankKey(o, s.Score, s.ReachedAt, s.PlayerID),
 		PlayerKey: s.PlayerID,
@@ -126,7 +126,7 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 	}
 	what := fmt.Sprintf("submit score %s/%s/%s match %s", d.ID, period, m.PlayerID, m.MatchID)
 	for attempt := 0; attempt < submitAttempts; attempt++ {
-		if err := pause(ctx, attempt); err != nil {
+		if err := ddb.Pause(ctx, attempt); err != nil {
 			return leaderboards.Submitted{}, fmt.Errorf("%s: %w", what, err)
 		}
 		cur, err := s.read(ctx, d.ID, period, m.PlayerID)
@@ -182,7 +182,7 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderboards.Match, cur *leaderboards.Score, after leaderboards.Score, changed bool, at time.Time) ([]types.TransactWriteItem, error) {
 	ev := eventItem{
 		PK: EventKey(d.ID, m.PlayerID), MatchID: m.MatchID, Board: d.ID, PlayerID: m.PlayerID, Period: period,
-		Score: m.Score, OccurredAt: formatTime(m.OccurredAt.Truncate(time.Millisecond)), RecordedAt: formatTime(at),
+		Score: m.Score, OccurredAt: ddb.FormatTime(m.OccurredAt.Truncate(time.Millisecond)), RecordedAt: ddb.FormatTime(at),
 		ExpiresAt: at.Add(EventRetention).Unix(),
 	}
 	if changed || cur != nil {
@@ -192,38 +192,31 @@ func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderb
 	if err != nil {
 		return nil, fmt.Errorf("encode score event %s: %w", m.MatchID, err)
 	}
-	items := []types.TransactWriteItem{{Put: &types.Put{
-		TableName: aws.String(s.Events), Item: evAV,
-		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}}
+	absent := expression.Name(schema.AttrPK).AttributeNotExists()
+	newMatch := ddb.TransactPut(s.Events, evAV, ddb.MustBuild(expression.NewBuilder().WithCondition(absent)))
+	newMatch.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	items := []types.TransactWriteItem{{Put: newMatch}}
 
 	// The score item is guarded either way: "unchanged" is a decision about
 	// the version update saw, and the event records the score that follows.
-	cond, vals := "attribute_not_exists(pk)", map[string]types.AttributeValue(nil)
+	seen := absent
 	if cur != nil {
-		cond, vals = "ver = :seen", map[string]types.AttributeValue{":seen": ddb.N(cur.Version)}
+		seen = expression.Name(schema.AttrVer).Equal(expression.Value(cur.Version))
 	}
+	guard := ddb.MustBuild(expression.NewBuilder().WithCondition(seen))
 	if !changed {
-		return append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(s.Table), Key: s.key(d.ID, period, m.PlayerID),
-			ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals,
-		}}), nil
+		return append(items, types.TransactWriteItem{
+			ConditionCheck: ddb.TransactCheck(s.Table, s.key(d.ID, period, m.PlayerID), guard),
+		}), nil
 	}
 	scAV, err := attributevalue.MarshalMap(itemOf(d.Order, after))
 	if err != nil {
 		return nil, fmt.Errorf("encode score %s/%s/%s: %w", d.ID, period, m.PlayerID, err)
 	}
-	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.Table), Item: scAV,
-		ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals,
-	}})
+	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(s.Table, scAV, guard)})
 	if cur == nil {
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.Table), Key: s.key(d.ID, period, MetaID),
-			UpdateExpression:          aws.String("ADD members :one"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":one": ddb.N(1)},
-		}})
+		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, s.key(d.ID, period, MetaID),
+			ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(1)))))})
 	}
 	return items, nil
 }
@@ -274,19 +267,4 @@ func (s *Scores) alreadySubmitted(ctx context.Context, board, period, player str
 	}
 	prev := *cur
 	return leaderboards.Submitted{Current: *cur, Previous: &prev}, nil
-}
-
-// pause spaces out retries with a small jittered backoff, so racing
-// submissions for one player do not collide again in lockstep.
-func pause(ctx context.Context, attempt int) error {
-	if attempt == 0 {
-		return nil
-	}
-	ceiling := time.Duration(min(attempt, 8)) * 4 * time.Millisecond
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(ceiling/2 + rand.N(ceiling/2+1)):
-		return nil
-	}
 }

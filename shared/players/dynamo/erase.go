@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -48,13 +49,17 @@ func (s *Players) ErasePlayer(ctx context.Context, player string) error {
 // unfriendSegment takes the player out of every friend list in one scan
 // segment.
 func (s *Players) unfriendSegment(ctx context.Context, player string, seg int) error {
+	lists := ddb.MustBuild(expression.NewBuilder().
+		WithFilter(expression.Name(schema.AttrFriendIDs).Contains(player)).
+		WithProjection(expression.NamesList(expression.Name(schema.AttrPlayerID), expression.Name(schema.AttrFriendIDs))))
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(s.Table),
 		Segment:                   aws.Int32(int32(seg)),
 		TotalSegments:             aws.Int32(friendsScanSegments),
-		FilterExpression:          aws.String("contains(friend_ids, :p)"),
-		ProjectionExpression:      aws.String(schema.AttrPlayerID + ", friend_ids"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": ddb.S(player)},
+		FilterExpression:          lists.Filter(),
+		ProjectionExpression:      lists.Projection(),
+		ExpressionAttributeNames:  lists.Names(),
+		ExpressionAttributeValues: lists.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}
 	for {
@@ -90,28 +95,10 @@ func (s *Players) unfriend(ctx context.Context, owner string, friends []string, 
 		if !slices.Contains(friends, player) {
 			return nil
 		}
-		seen, err := attributevalue.Marshal(friends)
-		if err != nil {
-			return fmt.Errorf("%s: encode: %w", what, err)
-		}
-		in := &dynamodb.UpdateItemInput{
-			TableName:           aws.String(s.Table),
-			Key:                 s.key(owner),
-			UpdateExpression:    aws.String("SET updated_at = :now REMOVE friend_ids"),
-			ConditionExpression: aws.String("friend_ids = :seen"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":seen": seen, ":now": ddb.S(ddb.FormatTime(now(s.Clock))),
-			},
-		}
-		if kept := slices.DeleteFunc(slices.Clone(friends), func(f string) bool { return f == player }); len(kept) > 0 {
-			list, err := attributevalue.Marshal(kept)
-			if err != nil {
-				return fmt.Errorf("%s: encode: %w", what, err)
-			}
-			in.UpdateExpression = aws.String("SET updated_at = :now, friend_ids = :kept")
-			in.ExpressionAttributeValues[":kept"] = list
-		}
-		_, err = s.DB.UpdateItem(ctx, in)
+		kept := slices.DeleteFunc(slices.Clone(friends), func(f string) bool { return f == player })
+		unchanged := expression.Name(schema.AttrFriendIDs).Equal(expression.Value(friends))
+		edit := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(kept, now(s.Clock))).WithCondition(unchanged))
+		_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(owner), edit))
 		if err == nil {
 			return nil
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/rallyhq/rally/shared/players"
 	"github.com/rallyhq/rally/shared/schema"
 )
-
 
 // Players stores profiles and friend lists in the Players table. Each write
 // updates only its own attributes, so a profile sync and a friends sync of
@@ -52,17 +52,12 @@ func (s *Players) PutProfile(ctx context.Context, p players.Profile) error {
 	if at.IsZero() {
 		at = now(s.Clock)
 	}
-	_, err := s.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.Table),
-		Key:              s.key(p.PlayerID),
-		UpdateExpression: aws.String("SET display_name = :name, avatar_url = :avatar, #region = :region, updated_at = :now"),
-		// region is a DynamoDB reserved word.
-		ExpressionAttributeNames: map[string]string{"#region": "region"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":name": ddb.S(p.DisplayName), ":avatar": ddb.S(p.AvatarURL), ":region": ddb.S(p.Region),
-			":now": ddb.S(ddb.FormatTime(at)),
-		},
-	})
+	profile := expression.Set(expression.Name(schema.AttrDisplayName), expression.Value(p.DisplayName)).
+		Set(expression.Name(schema.AttrAvatarURL), expression.Value(p.AvatarURL)).
+		Set(expression.Name(schema.AttrRegion), expression.Value(p.Region)).
+		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(at)))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(p.PlayerID),
+		ddb.MustBuild(expression.NewBuilder().WithUpdate(profile))))
 	if err != nil {
 		return unavailable(err, "put profile of "+p.PlayerID)
 	}
@@ -80,7 +75,8 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]player
 			keys = append(keys, s.key(id))
 		}
 	}
-	raw, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, false, schema.AttrPlayerID, "display_name", "avatar_url", "region", "updated_at")
+	raw, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, false,
+		schema.AttrPlayerID, schema.AttrDisplayName, schema.AttrAvatarURL, schema.AttrRegion, schema.AttrUpdatedAt)
 	if err != nil {
 		return nil, unavailable(err, "read profiles")
 	}
@@ -103,33 +99,32 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]player
 
 // PutFriends replaces the player's friend list.
 func (s *Players) PutFriends(ctx context.Context, player string, friends []string) error {
-	in := &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(player),
-		UpdateExpression:          aws.String("SET updated_at = :now REMOVE friend_ids"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ddb.S(ddb.FormatTime(now(s.Clock)))},
-	}
-	if len(friends) > 0 {
-		list, err := attributevalue.Marshal(friends)
-		if err != nil {
-			return fmt.Errorf("encode friends of %s: %w", player, err)
-		}
-		in.UpdateExpression = aws.String("SET updated_at = :now, friend_ids = :friends")
-		in.ExpressionAttributeValues[":friends"] = list
-	}
-	if _, err := s.DB.UpdateItem(ctx, in); err != nil {
+	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(friends, now(s.Clock))))
+	if _, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(player), update)); err != nil {
 		return unavailable(err, "put friends of "+player)
 	}
 	return nil
 }
 
+// friendsUpdate writes the friend list, removing the attribute when the
+// list is empty.
+func friendsUpdate(friends []string, at time.Time) expression.UpdateBuilder {
+	update := expression.Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(at)))
+	if len(friends) == 0 {
+		return update.Remove(expression.Name(schema.AttrFriendIDs))
+	}
+	return update.Set(expression.Name(schema.AttrFriendIDs), expression.Value(friends))
+}
+
 // Friends returns the player's friend list (nil when none was synced).
 func (s *Players) Friends(ctx context.Context, player string) ([]string, error) {
+	list := ddb.MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(schema.AttrFriendIDs))))
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:            aws.String(s.Table),
-		Key:                  s.key(player),
-		ProjectionExpression: aws.String("friend_ids"),
-		ConsistentRead:       aws.Bool(true),
+		TableName:                aws.String(s.Table),
+		Key:                      s.key(player),
+		ProjectionExpression:     list.Projection(),
+		ExpressionAttributeNames: list.Names(),
+		ConsistentRead:           aws.Bool(true),
 	})
 	if err != nil {
 		return nil, unavailable(err, "read friends of "+player)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,17 +21,11 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// Counters item layout (table schema.Counters, keys pk/sk):
-//
-//	pk {kind}#{target}       sk total          count, ver, updated_at
-//	pk {kind}#{target}       sk h#2026112210   delta, ver, expires_at   (hourly trending bucket)
-//	pk {kind}#{target}       sk d#20261122     delta, ver, expires_at   (daily trending bucket)
-//	pk applied#{user}        sk {kind}#{target} ver, expires_at         (last edge version counted)
-//	pk snapshot#trending#{kind} sk {window}    items, as_of             (top-N for reads without Redis)
+// Counts writes four of the Counters table's item families (see
+// schema.CountersTotalSK and the keys declared with it): a target's total
+// and its hourly (h#2026112210) and daily (d#20261122) trending buckets
+// under pk {kind}#{target}, the applied markers and the trending snapshots.
 const (
-	skTotal         = "total"
-	appliedPrefix   = "applied#"
-	snapshotPrefix  = "snapshot#trending#"
 	hourlyRetention = 49 * time.Hour
 	dailyRetention  = 9 * 24 * time.Hour
 	// Markers outlive every possible redelivery: stream records live 24h.
@@ -74,7 +69,7 @@ func parseBucketSK(sk string) (reactions.BucketRef, bool) {
 
 // Counts keeps durable counts and trending buckets in the Counters table.
 type Counts struct {
-	DB    DB
+	DB    ddb.DB
 	Table string
 }
 
@@ -209,7 +204,7 @@ func (s *Counts) unapplied(ctx context.Context, changes []reactions.Change) ([]*
 		if !ok {
 			continue
 		}
-		ref := reactions.Ref{UserID: strings.TrimPrefix(m.PK, appliedPrefix), Kind: t.Kind, TargetID: t.ID}
+		ref := reactions.Ref{UserID: strings.TrimPrefix(m.PK, schema.CountersAppliedPrefix), Kind: t.Kind, TargetID: t.ID}
 		if r := byRef[ref]; r != nil {
 			r.seen = m.Ver
 		}
@@ -273,7 +268,7 @@ func pack(runs []*edgeRun) [][]*unit {
 
 func markerKey(ref reactions.Ref) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		schema.AttrPK: ddb.S(appliedPrefix + ref.UserID),
+		schema.AttrPK: ddb.S(schema.CountersAppliedPrefix + ref.UserID),
 		schema.AttrSK: ddb.S(targetKey(ref.Target())),
 	}
 }
@@ -281,39 +276,34 @@ func markerKey(ref reactions.Ref) map[string]types.AttributeValue {
 func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWriteItem, int) {
 	var items []types.TransactWriteItem
 	n := 0
-	stamp := ddb.S(formatTime(now))
+	ver := expression.Name(schema.AttrVer)
+	stamp := expression.Value(ddb.FormatTime(now))
 	for _, u := range tx {
 		for _, r := range u.edges {
 			n += len(r.changes)
-			put := &types.Put{
-				TableName: aws.String(s.Table),
-				Item: map[string]types.AttributeValue{
-					schema.AttrPK: markerKey(r.ref)[schema.AttrPK],
-					schema.AttrSK: markerKey(r.ref)[schema.AttrSK],
-					"ver":         ddb.N(r.maxVersion()),
-					schema.TTL:    ddb.N(now.Add(markerRetention).Unix()),
-				},
-			}
+			key := markerKey(r.ref)
+			// The marker must still be the one unapplied read.
+			seen := ver.Equal(expression.Value(r.seen))
 			if r.seen == 0 {
-				put.ConditionExpression = aws.String("attribute_not_exists(pk) OR ver = :zero")
-				put.ExpressionAttributeValues = map[string]types.AttributeValue{":zero": ddb.N(0)}
-			} else {
-				put.ConditionExpression = aws.String("ver = :seen")
-				put.ExpressionAttributeValues = map[string]types.AttributeValue{":seen": ddb.N(r.seen)}
+				seen = expression.Name(schema.AttrPK).AttributeNotExists().Or(seen)
 			}
-			items = append(items, types.TransactWriteItem{Put: put})
+			marker := map[string]types.AttributeValue{
+				schema.AttrPK:  key[schema.AttrPK],
+				schema.AttrSK:  key[schema.AttrSK],
+				schema.AttrVer: ddb.N(r.maxVersion()),
+				schema.TTL:     ddb.N(now.Add(markerRetention).Unix()),
+			}
+			items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(s.Table, marker,
+				ddb.MustBuild(expression.NewBuilder().WithCondition(seen)))})
 		}
 		tk := ddb.S(targetKey(u.target))
 		if u.delta != 0 {
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:                aws.String(s.Table),
-				Key:                      map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(skTotal)},
-				UpdateExpression:         aws.String("ADD #count :d, ver :one SET updated_at = :now"),
-				ExpressionAttributeNames: map[string]string{"#count": "count"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":d": ddb.N(u.delta), ":one": ddb.N(1), ":now": stamp,
-				},
-			}})
+			total := expression.Add(expression.Name(schema.AttrCount), expression.Value(u.delta)).
+				Add(ver, expression.Value(1)).
+				Set(expression.Name(schema.AttrUpdatedAt), stamp)
+			key := map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(schema.CountersTotalSK)}
+			items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, key,
+				ddb.MustBuild(expression.NewBuilder().WithUpdate(total)))})
 		}
 		for b, d := range u.buckets {
 			if d == 0 {
@@ -323,14 +313,13 @@ func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWrite
 			if b.Span == reactions.Daily {
 				keep = dailyRetention
 			}
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:        aws.String(s.Table),
-				Key:              map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(bucketSK(b))},
-				UpdateExpression: aws.String("ADD delta :d, ver :one SET updated_at = :now, " + schema.TTL + " = :exp"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":d": ddb.N(d), ":one": ddb.N(1), ":now": stamp, ":exp": ddb.N(b.Start.Add(keep).Unix()),
-				},
-			}})
+			bucket := expression.Add(expression.Name(schema.AttrDelta), expression.Value(d)).
+				Add(ver, expression.Value(1)).
+				Set(expression.Name(schema.AttrUpdatedAt), stamp).
+				Set(expression.Name(schema.TTL), expression.Value(b.Start.Add(keep).Unix()))
+			key := map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(bucketSK(b))}
+			items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, key,
+				ddb.MustBuild(expression.NewBuilder().WithUpdate(bucket)))})
 		}
 	}
 	return items, n
@@ -367,8 +356,8 @@ func tallies(raw []map[string]types.AttributeValue, now time.Time) ([]reactions.
 			byTarget[t] = ta
 			order = append(order, t)
 		}
-		if it.SK == skTotal {
-			ta.HasTotal, ta.Count, ta.Version, ta.UpdatedAt = true, it.Count, it.Ver, parseTime(it.UpdatedAt)
+		if it.SK == schema.CountersTotalSK {
+			ta.HasTotal, ta.Count, ta.Version, ta.UpdatedAt = true, it.Count, it.Ver, ddb.ParseTime(it.UpdatedAt)
 			continue
 		}
 		if b, ok := parseBucketSK(it.SK); ok && (it.ExpiresAt == 0 || it.ExpiresAt > now.Unix()) {
@@ -387,7 +376,7 @@ func (s *Counts) Tallies(ctx context.Context, touched map[reactions.Target][]rea
 	var keys []map[string]types.AttributeValue
 	for t, buckets := range touched {
 		tk := ddb.S(targetKey(t))
-		keys = append(keys, map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(skTotal)})
+		keys = append(keys, map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(schema.CountersTotalSK)})
 		for _, b := range buckets {
 			keys = append(keys, map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(bucketSK(b))})
 		}
@@ -401,12 +390,9 @@ func (s *Counts) Tallies(ctx context.Context, touched map[reactions.Target][]rea
 
 // TargetTally reads a target's total and live buckets.
 func (s *Counts) TargetTally(ctx context.Context, t reactions.Target, now time.Time) (reactions.Tally, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(targetKey(t))},
-		ConsistentRead:            aws.Bool(true),
-	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(targetKey(t))))))
+	in.ConsistentRead = aws.Bool(true)
 	var raw []map[string]types.AttributeValue
 	for {
 		out, err := s.DB.Query(ctx, in)
@@ -458,7 +444,7 @@ func (s *Counts) ScanTallies(ctx context.Context, after reactions.Position, now 
 func (s *Counts) Count(ctx context.Context, t reactions.Target) (reactions.Count, error) {
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.Table),
-		Key:       map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(skTotal)},
+		Key:       map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(schema.CountersTotalSK)},
 	})
 	if err != nil {
 		return reactions.Count{}, errs.Wrap(errs.Unavailable, fmt.Errorf("read count of %s: %w", t, err), "the counts store is unreachable")
@@ -467,7 +453,7 @@ func (s *Counts) Count(ctx context.Context, t reactions.Target) (reactions.Count
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return reactions.Count{}, fmt.Errorf("decode count of %s: %w", t, err)
 	}
-	return reactions.Count{N: it.Count, AsOf: parseTime(it.UpdatedAt), Version: it.Ver}, nil
+	return reactions.Count{N: it.Count, AsOf: ddb.ParseTime(it.UpdatedAt), Version: it.Ver}, nil
 }
 
 type snapshotItem struct {
@@ -495,17 +481,14 @@ func (s *Counts) SaveSnapshot(ctx context.Context, kind reactions.Kind, top reac
 		return err
 	}
 	item, err := attributevalue.MarshalMap(snapshotItem{
-		PK: snapshotPrefix + string(kind), SK: string(top.Window), Items: string(body), AsOf: formatTime(top.AsOf),
+		PK: schema.CountersSnapshotPrefix + string(kind), SK: string(top.Window), Items: string(body), AsOf: ddb.FormatTime(top.AsOf),
 	})
 	if err != nil {
 		return err
 	}
-	_, err = s.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(s.Table),
-		Item:                      item,
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR as_of < :asof"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":asof": ddb.S(formatTime(top.AsOf))},
-	})
+	newer := expression.Name(schema.AttrPK).AttributeNotExists().
+		Or(expression.Name(schema.AttrAsOf).LessThan(expression.Value(ddb.FormatTime(top.AsOf))))
+	_, err = s.DB.PutItem(ctx, ddb.PutInput(s.Table, item, ddb.MustBuild(expression.NewBuilder().WithCondition(newer))))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("save %s %s snapshot: %w", kind, top.Window, err)
 	}
@@ -516,7 +499,7 @@ func (s *Counts) SaveSnapshot(ctx context.Context, kind reactions.Kind, top reac
 func (s *Counts) Snapshot(ctx context.Context, kind reactions.Kind, w reactions.Window) (reactions.Top, bool, error) {
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.Table),
-		Key:       map[string]types.AttributeValue{schema.AttrPK: ddb.S(snapshotPrefix + string(kind)), schema.AttrSK: ddb.S(string(w))},
+		Key:       map[string]types.AttributeValue{schema.AttrPK: ddb.S(schema.CountersSnapshotPrefix + string(kind)), schema.AttrSK: ddb.S(string(w))},
 	})
 	if err != nil {
 		return reactions.Top{}, false, errs.Wrap(errs.Unavailable, err, "the counts store is unreachable")
@@ -532,7 +515,7 @@ func (s *Counts) Snapshot(ctx context.Context, kind reactions.Kind, w reactions.
 	if err := json.Unmarshal([]byte(it.Items), &entries); err != nil {
 		return reactions.Top{}, false, fmt.Errorf("decode snapshot entries: %w", err)
 	}
-	top := reactions.Top{Window: w, AsOf: parseTime(it.AsOf)}
+	top := reactions.Top{Window: w, AsOf: ddb.ParseTime(it.AsOf)}
 	for _, e := range entries {
 		top.Items = append(top.Items, reactions.Ranked{Rank: e.Rank, ID: e.ID, Score: e.Score})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -20,31 +21,6 @@ import (
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/schema"
 )
-
-// DB is the part of the DynamoDB API the stores use.
-type DB interface {
-	ddb.Batcher
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
-// timeLayout is fixed-width so that times sort as strings.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
 
 // edgeItem is a Reactions item. listed_at and target_key exist only while
 // the edge is ACTIVE, which keeps both indexes sparse.
@@ -66,7 +42,7 @@ func edgeSK(kind reactions.Kind, target string) string { return string(kind) + "
 
 // listedAt orders a user's active edges of one kind by time in the by_time index.
 func listedAt(kind reactions.Kind, at time.Time, target string) string {
-	return string(kind) + "#" + formatTime(at) + "#" + target
+	return string(kind) + "#" + ddb.FormatTime(at) + "#" + target
 }
 
 func (it edgeItem) edge() reactions.Edge {
@@ -74,14 +50,14 @@ func (it edgeItem) edge() reactions.Edge {
 		Ref:       reactions.Ref{UserID: it.UserID, Kind: reactions.Kind(it.Kind), TargetID: it.TargetID},
 		State:     reactions.State(it.State),
 		Version:   it.Ver,
-		CreatedAt: parseTime(it.CreatedAt),
-		UpdatedAt: parseTime(it.UpdatedAt),
+		CreatedAt: ddb.ParseTime(it.CreatedAt),
+		UpdatedAt: ddb.ParseTime(it.UpdatedAt),
 	}
 }
 
 // Edges stores reaction edges in the Reactions table.
 type Edges struct {
-	DB          DB
+	DB          ddb.DB
 	Table       string
 	Idempotency *idempotency.Store
 }
@@ -95,62 +71,55 @@ func (s *Edges) key(ref reactions.Ref) map[string]types.AttributeValue {
 	}
 }
 
+// Conditions on an edge's item.
+var (
+	edgeAbsent = expression.Name(schema.AttrUserID).AttributeNotExists()
+	edgeState  = expression.Name(schema.AttrState)
+	edgeVer    = expression.Name(schema.AttrVer)
+)
+
+// edgeAt is the condition that the edge is still at version ver (0: none).
+func edgeAt(ver int64) expression.ConditionBuilder {
+	if ver == 0 {
+		return edgeAbsent
+	}
+	return edgeVer.Equal(expression.Value(ver))
+}
+
 // activate is the update that makes an edge ACTIVE at `at`, under cond.
-func (s *Edges) activate(ref reactions.Ref, at time.Time, cond string, vals map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
-	values := map[string]types.AttributeValue{
-		":active": ddb.S(string(reactions.Active)),
-		":zero":   ddb.N(0),
-		":one":    ddb.N(1),
-		":kind":   ddb.S(string(ref.Kind)),
-		":target": ddb.S(ref.TargetID),
-		":now":    ddb.S(formatTime(at)),
-		":listed": ddb.S(listedAt(ref.Kind, at, ref.TargetID)),
-		":tkey":   ddb.S(targetKey(ref.Target())),
-	}
-	for k, v := range vals {
-		values[k] = v
-	}
-	return &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.Table),
-		Key:       s.key(ref),
-		UpdateExpression: aws.String("SET #state = :active, ver = if_not_exists(ver, :zero) + :one, kind = :kind, " +
-			"target_id = :target, created_at = :now, updated_at = :now, listed_at = :listed, target_key = :tkey"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#state": "state"},
-		ExpressionAttributeValues: values,
-	}
+func activate(ref reactions.Ref, at time.Time, cond expression.ConditionBuilder) expression.Expression {
+	now := expression.Value(ddb.FormatTime(at))
+	update := expression.Set(edgeState, expression.Value(string(reactions.Active))).
+		Set(edgeVer, expression.Plus(expression.IfNotExists(edgeVer, expression.Value(0)), expression.Value(1))).
+		Set(expression.Name(schema.AttrKind), expression.Value(string(ref.Kind))).
+		Set(expression.Name(schema.AttrTargetID), expression.Value(ref.TargetID)).
+		Set(expression.Name(schema.AttrCreatedAt), now).
+		Set(expression.Name(schema.AttrUpdatedAt), now).
+		Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID))).
+		Set(expression.Name(schema.AttrTarget), expression.Value(targetKey(ref.Target())))
+	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }
 
 // deactivate is the update that makes an edge REMOVED at `at`, under cond.
-func (s *Edges) deactivate(ref reactions.Ref, at time.Time, cond string, vals map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
-	values := map[string]types.AttributeValue{
-		":removed": ddb.S(string(reactions.Removed)),
-		":one":     ddb.N(1),
-		":now":     ddb.S(formatTime(at)),
-	}
-	for k, v := range vals {
-		values[k] = v
-	}
-	return &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.Table),
-		Key:                       s.key(ref),
-		UpdateExpression:          aws.String("SET #state = :removed, ver = ver + :one, updated_at = :now REMOVE listed_at, target_key"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#state": "state"},
-		ExpressionAttributeValues: values,
-	}
+func deactivate(at time.Time, cond expression.ConditionBuilder) expression.Expression {
+	update := expression.Set(edgeState, expression.Value(string(reactions.Removed))).
+		Set(edgeVer, edgeVer.Plus(expression.Value(1))).
+		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(at))).
+		Remove(expression.Name(schema.AttrListedAt)).
+		Remove(expression.Name(schema.AttrTarget))
+	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }
 
 // Add makes the edge ACTIVE unless it already is.
 func (s *Edges) Add(ctx context.Context, ref reactions.Ref, at time.Time) (reactions.Edge, bool, error) {
-	in := s.activate(ref, at, "attribute_not_exists(user_id) OR #state <> :active", nil)
-	return s.change(ctx, ref, in)
+	notActive := edgeAbsent.Or(edgeState.NotEqual(expression.Value(string(reactions.Active))))
+	return s.change(ctx, ref, ddb.UpdateInput(s.Table, s.key(ref), activate(ref, at, notActive)))
 }
 
 // Remove makes the edge REMOVED if it is ACTIVE.
 func (s *Edges) Remove(ctx context.Context, ref reactions.Ref, at time.Time) (reactions.Edge, bool, error) {
-	in := s.deactivate(ref, at, "#state = :active", map[string]types.AttributeValue{":active": ddb.S(string(reactions.Active))})
-	return s.change(ctx, ref, in)
+	active := edgeState.Equal(expression.Value(string(reactions.Active)))
+	return s.change(ctx, ref, ddb.UpdateInput(s.Table, s.key(ref), deactivate(at, active)))
 }
 
 // change runs a conditional update; a failed condition means the edge was
@@ -195,20 +164,15 @@ func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, com
 		after := cur
 		after.Version = cur.Version + 1
 		after.UpdatedAt = at
-		var in *dynamodb.UpdateItemInput
-		guard := map[string]types.AttributeValue{":ver": ddb.N(cur.Version)}
+		var change expression.Expression
 		if cur.Active() {
 			after.State = reactions.Removed
-			in = s.deactivate(ref, at, "ver = :ver", guard)
+			change = deactivate(at, edgeAt(cur.Version))
 		} else {
 			after.State, after.CreatedAt = reactions.Active, at
-			cond := "ver = :ver"
-			if cur.Version == 0 {
-				cond, guard = "attribute_not_exists(user_id)", nil
-			}
-			in = s.activate(ref, at, cond, guard)
+			change = activate(ref, at, edgeAt(cur.Version))
 		}
-		err = s.commit(ctx, in, after, commit)
+		err = s.commit(ctx, ref, change, after, commit)
 		if err == nil {
 			return after, nil
 		}
@@ -221,9 +185,10 @@ func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, com
 
 var errLostRace = errors.New("edge changed concurrently")
 
-func (s *Edges) commit(ctx context.Context, in *dynamodb.UpdateItemInput, after reactions.Edge, commit *reactions.Commit) error {
+func (s *Edges) commit(ctx context.Context, ref reactions.Ref, change expression.Expression, after reactions.Edge, commit *reactions.Commit) error {
+	key := s.key(ref)
 	if commit == nil {
-		_, err := s.DB.UpdateItem(ctx, in)
+		_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, key, change))
 		if ddb.IsConditionFailed(err) {
 			return errLostRace
 		}
@@ -237,11 +202,7 @@ func (s *Edges) commit(ctx context.Context, in *dynamodb.UpdateItemInput, after 
 		return err
 	}
 	_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: in.TableName, Key: in.Key, UpdateExpression: in.UpdateExpression,
-			ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
-			ExpressionAttributeValues: in.ExpressionAttributeValues,
-		}},
+		{Update: ddb.TransactUpdate(s.Table, key, change)},
 		{Update: s.Idempotency.CompleteUpdate(commit.Claim, res)},
 	}})
 	if failed, ok := ddb.CancelledBy(err); ok {
@@ -307,15 +268,11 @@ func (s *Edges) Get(ctx context.Context, user string, kind reactions.Kind, targe
 // List pages through user's ACTIVE edges of kind, newest first, on the
 // sparse by_time index.
 func (s *Edges) List(ctx context.Context, user string, kind reactions.Kind, limit int, after reactions.Position) (reactions.Page, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.Table),
-		IndexName:              aws.String(schema.IndexReactionsByTime),
-		KeyConditionExpression: aws.String("user_id = :u AND begins_with(listed_at, :kind)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": ddb.S(user), ":kind": ddb.S(string(kind) + "#"),
-		},
-		ScanIndexForward: aws.Bool(false),
-	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrUserID).Equal(expression.Value(user)).
+			And(expression.Key(schema.AttrListedAt).BeginsWith(string(kind)+"#")))))
+	in.IndexName = aws.String(schema.IndexReactionsByTime)
+	in.ScanIndexForward = aws.Bool(false)
 	if after != nil {
 		if after[schema.AttrUserID] != user || after[schema.AttrEdge] == "" || after[schema.AttrListedAt] == "" {
 			return reactions.Page{}, errs.Field("cursor", "is not a valid cursor for this list")

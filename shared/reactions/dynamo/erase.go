@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -36,16 +37,11 @@ const eraseParallelism = 8
 // that records them there knows what to wait for even if it dies while
 // deleting. An error from it stops the erasure.
 func (s *Edges) EraseUser(ctx context.Context, user string, before func(map[reactions.Ref]int64) error) (map[reactions.Ref]int64, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.Table),
-		KeyConditionExpression: aws.String("#user = :u"),
-		ProjectionExpression:   aws.String("#user, #edge, #kind, #target, #ver"),
-		ExpressionAttributeNames: map[string]string{
-			"#user": schema.AttrUserID, "#edge": schema.AttrEdge, "#kind": "kind", "#target": "target_id", "#ver": "ver",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
-		ConsistentRead:            aws.Bool(true),
-	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(schema.AttrUserID).Equal(expression.Value(user))).
+		WithProjection(expression.NamesList(expression.Name(schema.AttrUserID), expression.Name(schema.AttrEdge),
+			expression.Name(schema.AttrKind), expression.Name(schema.AttrTargetID), expression.Name(schema.AttrVer)))))
+	in.ConsistentRead = aws.Bool(true)
 	deleted := map[reactions.Ref]int64{}
 	var mu sync.Mutex
 	for {
@@ -115,21 +111,24 @@ func (s *Edges) deleteEdge(ctx context.Context, key map[string]types.AttributeVa
 	return it.edge().Ref, it.Ver + 1, true, nil
 }
 
-// markersQuery lists user's counter markers (see markerKey).
-func (s *Counts) markersQuery(user string, projection string) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Table),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ProjectionExpression:      aws.String(projection),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(appliedPrefix + user)},
-		ConsistentRead:            aws.Bool(true),
+// markersQuery lists user's counter markers (see markerKey), with their
+// keys and the given attributes.
+func (s *Counts) markersQuery(user string, attrs ...string) *dynamodb.QueryInput {
+	projection := expression.NamesList(expression.Name(schema.AttrPK), expression.Name(schema.AttrSK))
+	for _, a := range attrs {
+		projection = projection.AddNames(expression.Name(a))
 	}
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(schema.AttrPK).Equal(expression.Value(schema.CountersAppliedPrefix+user))).
+		WithProjection(projection)))
+	in.ConsistentRead = aws.Bool(true)
+	return in
 }
 
 // Markers returns every counter marker of user: for each of the user's
 // edges the counter processor has counted, the last version it counted.
 func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
-	in := s.markersQuery(user, "pk, sk, ver")
+	in := s.markersQuery(user, schema.AttrVer)
 	markers := map[reactions.Ref]int64{}
 	for {
 		out, err := s.DB.Query(ctx, in)
@@ -162,7 +161,7 @@ func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]in
 // (see Markers): a redelivered stream record finding no marker would be
 // counted again.
 func (s *Counts) ForgetUser(ctx context.Context, user string) (int, error) {
-	in := s.markersQuery(user, "pk, sk")
+	in := s.markersQuery(user)
 	forgotten := 0
 	for {
 		out, err := s.DB.Query(ctx, in)

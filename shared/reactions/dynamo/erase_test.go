@@ -7,31 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// pagedDB returns at most two items per Query page, so an erasure that
-// trusted one page would leave items behind.
-type pagedDB struct{ *dynamodb.Client }
-
-func (d pagedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if in.Limit == nil {
-		in.Limit = aws.Int32(2)
-	}
-	return d.Client.Query(ctx, in, opts...)
-}
-
 func TestEraseUserDeletesEveryEdgeAndItsDeletionCountsOnce(t *testing.T) {
 	ctx := context.Background()
 	client, names, _ := testenv.DynamoDB(t)
-	edges := &dynamo.Edges{DB: pagedDB{client}, Table: names.Of(schema.Reactions)}
-	counts := &dynamo.Counts{DB: pagedDB{client}, Table: names.Of(schema.Counters)}
+	edges := &dynamo.Edges{DB: &testenv.SmallPages{Client: client}, Table: names.Of(schema.Reactions)}
+	counts := &dynamo.Counts{DB: &testenv.SmallPages{Client: client}, Table: names.Of(schema.Counters)}
 	// Markers and trending buckets expire relative to the time applied, so
 	// the test counts now, not at a fixed date.
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -35,14 +36,14 @@ func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, e
 		}
 		c.Ref = after.edge().Ref
 		c.Version = after.Ver
-		c.At = parseTime(after.UpdatedAt)
+		c.At = ddb.ParseTime(after.UpdatedAt)
 	case before != nil:
 		// The edge was deleted (erasure): its end counts as one more change,
 		// dated when the edge last changed, so an ACTIVE edge's -1 lands in
 		// the trending buckets its +1 went to, as if it had never been.
 		c.Ref = before.edge().Ref
 		c.Version = before.Ver + 1
-		c.At = parseTime(before.UpdatedAt)
+		c.At = ddb.ParseTime(before.UpdatedAt)
 		if c.At.IsZero() {
 			c.At = rec.Change.ApproximateCreationDateTime.UTC()
 		}

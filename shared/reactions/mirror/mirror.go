@@ -287,7 +287,7 @@ func (m *Mirror) Top(ctx context.Context, kind reactions.Kind, w reactions.Windo
 	if err := m.trusted(ctx); err != nil {
 		return reactions.Top{}, err
 	}
-	top, _, err := m.Tops.Get(string(kind)+"/"+string(w), func() (reactions.Top, error) {
+	top, _, err := m.Tops.Get(ctx, string(kind)+"/"+string(w), func(ctx context.Context) (reactions.Top, error) {
 		return m.ComputeTop(ctx, kind, w, maxTop, now)
 	})
 	if err != nil {

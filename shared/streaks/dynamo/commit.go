@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -95,20 +94,16 @@ func (s *Store) transaction(c streaks.Commit) ([]types.TransactWriteItem, error)
 			return nil, fmt.Errorf("the %s item is %d bytes, over DynamoDB's %d", name, size, maxItemSize)
 		}
 	}
-	guard, vals := "attribute_not_exists("+schema.AttrUserID+")", map[string]types.AttributeValue(nil)
+	guard := expression.Name(schema.AttrUserID).AttributeNotExists()
 	if c.Prev.Version != 0 {
-		guard, vals = "version = :prev", map[string]types.AttributeValue{":prev": ddb.N(c.Prev.Version)}
+		guard = expression.Name(schema.AttrStreakVersion).Equal(expression.Value(c.Prev.Version))
 	}
-	newKey := "attribute_not_exists(" + schema.AttrSK + ")"
+	newKey := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.Name(schema.AttrSK).AttributeNotExists()))
 	items := make([]types.TransactWriteItem, streakItemAt+1)
-	items[keyItemAt] = types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.Activity), Item: keyAV, ConditionExpression: aws.String(newKey),
-	}}
-	items[eventItemAt] = types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(s.Activity), Item: eventAV, ConditionExpression: aws.String(newKey),
-	}}
+	items[keyItemAt] = types.TransactWriteItem{Put: ddb.TransactPut(s.Activity, keyAV, newKey)}
+	items[eventItemAt] = types.TransactWriteItem{Put: ddb.TransactPut(s.Activity, eventAV, newKey)}
 	items[dayItemAt] = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.Activity), Item: dayAV}}
-	items[streakItemAt] = types.TransactWriteItem{Update: streakUpdate(s.Streaks, streakAV, c.Next.Region, guard, vals)}
+	items[streakItemAt] = types.TransactWriteItem{Update: streakUpdate(s.Streaks, streakAV, c.Next.Region, guard)}
 	return items, nil
 }
 
@@ -119,7 +114,7 @@ var streakAttrs = func() []string {
 	t := reflect.TypeFor[streakItem]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("dynamodbav"), ",")
-		if name != schema.AttrUserID && name != regionsAttr {
+		if name != schema.AttrUserID && name != schema.AttrRegions {
 			names = append(names, name)
 		}
 	}
@@ -131,37 +126,20 @@ var streakAttrs = func() []string {
 // region is added to the item's regions set rather than written: the set
 // only grows, so it holds every region the streak was ever in, whatever
 // the state the commit was computed from carried.
-func streakUpdate(table string, item map[string]types.AttributeValue, region, guard string, guardVals map[string]types.AttributeValue) *types.Update {
-	names := map[string]string{}
-	vals := maps.Clone(guardVals)
-	if vals == nil {
-		vals = map[string]types.AttributeValue{}
-	}
-	var set, remove []string
-	for i, attr := range streakAttrs {
-		name := "#a" + strconv.Itoa(i)
-		names[name] = attr
+func streakUpdate(table string, item map[string]types.AttributeValue, region string, guard expression.ConditionBuilder) *types.Update {
+	var update expression.UpdateBuilder
+	for _, attr := range streakAttrs {
 		if v, ok := item[attr]; ok {
-			vals[":a"+strconv.Itoa(i)] = v
-			set = append(set, name+" = :a"+strconv.Itoa(i))
+			update = update.Set(expression.Name(attr), expression.Value(v))
 		} else {
-			remove = append(remove, name)
+			update = update.Remove(expression.Name(attr))
 		}
 	}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
-	}
 	if region != "" {
-		names["#regions"] = regionsAttr
-		vals[":region"] = &types.AttributeValueMemberSS{Value: []string{region}}
-		expr += " ADD #regions :region"
+		update = update.Add(expression.Name(schema.AttrRegions), expression.Value(&types.AttributeValueMemberSS{Value: []string{region}}))
 	}
-	return &types.Update{
-		TableName: aws.String(table), Key: map[string]types.AttributeValue{schema.AttrUserID: item[schema.AttrUserID]},
-		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(guard),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
-	}
+	key := map[string]types.AttributeValue{schema.AttrUserID: item[schema.AttrUserID]}
+	return ddb.TransactUpdate(table, key, ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(guard)))
 }
 
 // checkCommit refuses what DynamoDB would refuse, or what the keys could
@@ -191,7 +169,7 @@ func checkCommit(c streaks.Commit) error {
 		return errors.New("the event has no id")
 	}
 	if ms := c.Event.OccurredAt.UnixMilli(); ms < 0 || ms > 9_999_999_999_999 {
-		return fmt.Errorf("event time %s is outside 1970..2286", formatTime(c.Event.OccurredAt))
+		return fmt.Errorf("event time %s is outside 1970..2286", ddb.FormatTime(c.Event.OccurredAt))
 	}
 	if len(EventSK(c.Event)) > maxSortKey {
 		return fmt.Errorf("event id is longer than %d bytes", maxSortKey)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
 	"github.com/rallyhq/rally/shared/streaks/dynamo"
@@ -85,7 +86,7 @@ func TestCommitReadsBackEveryField(t *testing.T) {
 		}
 		equal(t, "event of "+st.key, ev, storedEvent{
 			EventID: c.Event.ID, EventType: string(c.Event.Type), Source: string(c.Event.Source),
-			OccurredAt: c.Event.OccurredAt.Format(time.RFC3339Nano), Date: c.Event.Date, Points: c.Event.Points,
+			OccurredAt: ddb.FormatTime(c.Event.OccurredAt), Date: c.Event.Date, Points: c.Event.Points,
 			Timezone: c.Event.Timezone, RejectedTimezone: c.Event.RejectedTimezone,
 			ExpiresAt: c.Event.OccurredAt.Add(90 * 24 * time.Hour).Unix(),
 		})
@@ -137,7 +138,7 @@ func TestCommitReadsBackEveryField(t *testing.T) {
 	equal(t, "idempotency record times", keyTimes, struct {
 		CreatedAt string `dynamodbav:"created_at"`
 		ExpiresAt int64  `dynamodbav:"expires_at"`
-	}{t0.Format(time.RFC3339Nano), t0.Add(24 * time.Hour).Unix()})
+	}{ddb.FormatTime(t0), t0.Add(24 * time.Hour).Unix()})
 
 	var dates []string
 	for d := range days {

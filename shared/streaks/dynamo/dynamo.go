@@ -23,17 +23,9 @@ import (
 	"github.com/rallyhq/rally/shared/streaks"
 )
 
-// DB is the part of the DynamoDB API the store uses.
-type DB interface {
-	ddb.Batcher
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
 // Store is streaks.Store over the Streaks and Activity tables.
 type Store struct {
-	DB DB
+	DB ddb.DB
 	// Streaks and Activity are the physical table names.
 	Streaks, Activity string
 	// Clock stamps idempotency records; nil means the wall clock.
@@ -84,7 +76,7 @@ func (s *Store) report(op string, m *meter) {
 // meteredBatcher lets the shared batch helpers run through the meter: it
 // asks every batch call for its consumed capacity and adds it up.
 type meteredBatcher struct {
-	db DB
+	db ddb.DB
 	m  *meter
 }
 
@@ -104,16 +96,6 @@ func (b meteredBatcher) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWr
 		b.m.addAll(out.ConsumedCapacity)
 	}
 	return out, err
-}
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
 }
 
 // millis is t in Unix milliseconds, nil for the zero time (attribute

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/ddb"
@@ -23,14 +23,10 @@ func (s *Store) ErasePlayer(ctx context.Context, user string) error {
 	if err := ddb.BatchWrite(ctx, s.DB, s.Streaks, streak); err != nil {
 		return unavailable(err, "erase a player's streak")
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Activity),
-		KeyConditionExpression:    aws.String("#user = :u"),
-		ProjectionExpression:      aws.String("#user, #sk"),
-		ExpressionAttributeNames:  map[string]string{"#user": schema.AttrUserID, "#sk": schema.AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(user)},
-		ConsistentRead:            aws.Bool(true),
-	}
+	in := ddb.QueryInput(s.Activity, ddb.MustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(schema.AttrUserID).Equal(expression.Value(user))).
+		WithProjection(expression.NamesList(expression.Name(schema.AttrUserID), expression.Name(schema.AttrSK)))))
+	in.ConsistentRead = aws.Bool(true)
 	for {
 		out, err := s.DB.Query(ctx, in)
 		if err != nil {

@@ -7,31 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
 	"github.com/rallyhq/rally/shared/streaks/dynamo"
 )
 
-// pagedDB returns at most two items per Query page, so an erasure that
-// trusted one page would leave items behind.
-type pagedDB struct{ *dynamodb.Client }
-
-func (d pagedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if in.Limit == nil {
-		in.Limit = aws.Int32(2)
-	}
-	return d.Client.Query(ctx, in, opts...)
-}
-
 func TestErasePlayerDeletesTheStreakAndEveryActivityItem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
-	eraser := &dynamo.Store{DB: pagedDB{r.db}, Streaks: r.names.Of(schema.Streaks), Activity: r.names.Of(schema.Activity), Clock: clock.Fixed(t0)}
+	eraser := &dynamo.Store{DB: &testenv.SmallPages{Client: r.db}, Streaks: r.names.Of(schema.Streaks), Activity: r.names.Of(schema.Activity), Clock: clock.Fixed(t0)}
 	const ann, bob = "erased-ann", "kept-bob"
 	at := time.Date(year, 3, 10, 8, 0, 0, 0, time.UTC)
 	for i := range 5 {

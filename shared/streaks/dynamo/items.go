@@ -38,16 +38,12 @@ type streakItem struct {
 	Regions     []string `dynamodbav:"regions,stringset,omitempty"`
 }
 
-// regionsAttr is the streak item's set of regions, which commits add to
-// rather than write.
-const regionsAttr = "regions"
-
 func streakItemOf(st streaks.State) streakItem {
 	it := streakItem{
 		UserID: st.UserID, Current: st.Current, Longest: st.Longest, LastDate: st.LastDate,
 		ReachedAt: millis(st.ReachedAt), Timezone: st.Timezone, Region: st.Region, TotalPoints: st.TotalPoints,
 		Version: st.Version, TZChanges: make([]int64, len(st.TZChanges)), TZRejected: st.TZRejected,
-		UpdatedAt: formatTime(st.UpdatedAt),
+		UpdatedAt: ddb.FormatTime(st.UpdatedAt),
 	}
 	for i, t := range st.TZChanges {
 		it.TZChanges[i] = t.UnixMilli()
@@ -69,7 +65,7 @@ func (it streakItem) state() streaks.State {
 	st := streaks.State{
 		UserID: it.UserID, Current: it.Current, Longest: it.Longest, LastDate: it.LastDate,
 		ReachedAt: fromMillis(it.ReachedAt), Timezone: it.Timezone, Region: it.Region, TotalPoints: it.TotalPoints,
-		Version: it.Version, TZRejected: it.TZRejected, UpdatedAt: parseTime(it.UpdatedAt),
+		Version: it.Version, TZRejected: it.TZRejected, UpdatedAt: ddb.ParseTime(it.UpdatedAt),
 	}
 	for _, ms := range it.TZChanges {
 		st.TZChanges = append(st.TZChanges, time.UnixMilli(ms).UTC())
@@ -105,7 +101,7 @@ type eventItem struct {
 func eventItemOf(user string, e streaks.Event) eventItem {
 	return eventItem{
 		UserID: user, SK: EventSK(e), EventID: e.ID, EventType: string(e.Type), Source: string(e.Source),
-		OccurredAt: formatTime(e.OccurredAt), Date: e.Date, Points: e.Points, Timezone: e.Timezone,
+		OccurredAt: ddb.FormatTime(e.OccurredAt), Date: e.Date, Points: e.Points, Timezone: e.Timezone,
 		RejectedTimezone: e.RejectedTimezone, Streak: e.Streak, Region: e.Region,
 		ExpiresAt: e.OccurredAt.Add(EventRetention).Unix(),
 	}
@@ -159,7 +155,7 @@ const responseAttr = "response"
 
 func keyRecord(user string, c streaks.Commit, at time.Time) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(keyItem{
-		UserID: user, SK: KeySK(c.Key), Hash: c.Hash, CreatedAt: formatTime(at), ExpiresAt: at.Add(KeyRetention).Unix(),
+		UserID: user, SK: KeySK(c.Key), Hash: c.Hash, CreatedAt: ddb.FormatTime(at), ExpiresAt: at.Add(KeyRetention).Unix(),
 	})
 	if err != nil {
 		return nil, err

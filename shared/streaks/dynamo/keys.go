@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/streaks"
 )
 
@@ -86,7 +87,7 @@ func checkRankable(st streaks.State) error {
 		return fmt.Errorf("streak %d is outside 0..%d", st.Current, maxStreak)
 	}
 	if ms := st.ReachedAt.UnixMilli(); st.Current > 0 && (ms < 0 || ms > maxMillis) {
-		return fmt.Errorf("time %s cannot be ranked (before 1970 or too far ahead)", formatTime(st.ReachedAt))
+		return fmt.Errorf("time %s cannot be ranked (before 1970 or too far ahead)", ddb.FormatTime(st.ReachedAt))
 	}
 	return nil
 }

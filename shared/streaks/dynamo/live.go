@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
@@ -147,16 +147,12 @@ func (s *Store) livePartition(ctx context.Context, m *meter, regional bool, part
 	if regional {
 		index, pk = schema.IndexStreaksRegion, schema.AttrRegionPK
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.Streaks),
-		IndexName:                 aws.String(index),
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		FilterExpression:          aws.String("#breaks > :now"),
-		ProjectionExpression:      aws.String("#sk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": pk, "#sk": schema.AttrLiveSK, "#breaks": schema.AttrBreaksAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(part), ":now": ddb.N(now.UnixMilli())},
-		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
-	}
+	in := ddb.QueryInput(s.Streaks, ddb.MustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(pk).Equal(expression.Value(part))).
+		WithFilter(expression.Name(schema.AttrBreaksAt).GreaterThan(expression.Value(now.UnixMilli()))).
+		WithProjection(expression.NamesList(expression.Name(schema.AttrLiveSK)))))
+	in.IndexName = aws.String(index)
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	var entries []streaks.Entry
 	for limit == 0 || len(entries) < limit {
 		if limit > 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -86,15 +87,11 @@ func (s *Store) History(ctx context.Context, user, from, to string) ([]streaks.D
 	what := fmt.Sprintf("read days %s..%s of %s", from, to, user)
 	m := &meter{}
 	defer s.report("history", m)
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.Activity),
-		KeyConditionExpression: aws.String(schema.AttrUserID + " = :u AND " + schema.AttrSK + " BETWEEN :from AND :to"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": ddb.S(user), ":from": ddb.S(DaySK(from)), ":to": ddb.S(DaySK(to)),
-		},
-		ConsistentRead:         aws.Bool(true),
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-	}
+	in := ddb.QueryInput(s.Activity, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrUserID).Equal(expression.Value(user)).
+			And(expression.Key(schema.AttrSK).Between(expression.Value(DaySK(from)), expression.Value(DaySK(to)))))))
+	in.ConsistentRead = aws.Bool(true)
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	days := []streaks.Day{}
 	for {
 		out, err := s.DB.Query(ctx, in)

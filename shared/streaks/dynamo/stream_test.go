@@ -88,7 +88,8 @@ func (d *streamDecoder) drain() []streaks.State {
 // Every change of a streak comes off the stream as the state the store
 // wrote: inserts, updates, region moves (naming the region left, as the
 // boards need, and every region the streak was ever in, as erasure needs)
-// and erasure (the last state, Removed).
+// and erasure (the last state, Removed, one version past it: the rule for
+// deletions every decoder follows).
 func TestStateFromRecordDecodesTheStreaksStream(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -118,6 +119,7 @@ func TestStateFromRecordDecodesTheStreaksStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := stored(want[len(want)-1])
+	gone.Version++
 	gone.Removed = true
 	equal(t, "decoded erasure", d.drain(), []streaks.State{gone})
 }

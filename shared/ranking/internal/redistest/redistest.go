@@ -1,13 +1,13 @@
 // Package redistest gives tests real Redis servers: a private redis-server
 // (standalone or a one-node cluster) on a free port, or an embedded
 // miniredis. When redis-server is missing the test is skipped, except in
-// CI (CI=true), where a missing dependency fails the test.
+// CI (CI=true), where a missing dependency fails the test: package ci's
+// rule, as in testenv.
 package redistest
 
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/infra/local/redisserver"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/infra/local/testenv/ci"
 )
 
 // Server starts a private redis-server for tb and returns a client to it.
@@ -42,7 +44,7 @@ func Cluster(tb testing.TB) *redis.ClusterClient {
 	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		tb.Fatalf("assign cluster slots: %v", err)
 	}
-	awaitCondition(tb, "cluster state ok", func() bool {
+	await.Until(tb, 15*time.Second, "cluster state ok", func() bool {
 		info, err := admin.ClusterInfo(ctx).Result()
 		return err == nil && strings.Contains(info, "cluster_state:ok")
 	})
@@ -65,23 +67,12 @@ func Mini(tb testing.TB) (*redis.Client, *miniredis.Miniredis) {
 func start(tb testing.TB, dir string, extra ...string) string {
 	tb.Helper()
 	srv, err := redisserver.StartWith(context.Background(), redisserver.Options{Args: extra, Dir: dir})
-	if errors.Is(err, redisserver.ErrNotInstalled) && os.Getenv("CI") != "true" {
-		tb.Skipf("redis-server not found: %v", err)
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		ci.Require(tb, "redis-server", err)
 	}
 	if err != nil {
 		tb.Fatalf("start redis-server: %v", err)
 	}
 	tb.Cleanup(func() { _ = srv.Close() })
 	return srv.Addr()
-}
-
-func awaitCondition(tb testing.TB, what string, ok func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

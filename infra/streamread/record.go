@@ -1,18 +1,17 @@
-package poller
+package streamread
 
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
 
-// wireRecord is a stream record in the JSON shape Lambda delivers; the
-// poller builds it and unmarshals it into events.DynamoDBEventRecord, so
-// processors decode exactly what they would in AWS.
+// wireRecord is a stream record in the JSON shape Lambda delivers;
+// LambdaRecord builds it and unmarshals it into events.DynamoDBEventRecord,
+// so processors decode exactly what they would in AWS.
 type wireRecord struct {
 	EventID        string        `json:"eventID"`
 	EventName      string        `json:"eventName"`
@@ -44,7 +43,7 @@ type wireIdentity struct {
 func LambdaRecord(r types.Record, streamARN, region string) (events.DynamoDBEventRecord, error) {
 	var out events.DynamoDBEventRecord
 	if r.Dynamodb == nil {
-		return out, fmt.Errorf("poller: stream record %s has no dynamodb section", aws.ToString(r.EventID))
+		return out, fmt.Errorf("streamread: stream record %s has no dynamodb section", aws.ToString(r.EventID))
 	}
 	if v := aws.ToString(r.AwsRegion); v != "" {
 		region = v
@@ -73,10 +72,10 @@ func LambdaRecord(r types.Record, streamARN, region string) (events.DynamoDBEven
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
-		return out, fmt.Errorf("poller: encode record %s: %w", w.EventID, err)
+		return out, fmt.Errorf("streamread: encode record %s: %w", w.EventID, err)
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
-		return out, fmt.Errorf("poller: decode record %s: %w", w.EventID, err)
+		return out, fmt.Errorf("streamread: decode record %s: %w", w.EventID, err)
 	}
 	return out, nil
 }
@@ -121,9 +120,4 @@ func value(v types.AttributeValue) map[string]any {
 		return map[string]any{"M": image(t.Value)}
 	}
 	return map[string]any{"NULL": true}
-}
-
-// created is when the record was written, by the stream's clock.
-func created(r events.DynamoDBEventRecord) time.Time {
-	return r.Change.ApproximateCreationDateTime.Time
 }

@@ -1,4 +1,4 @@
-package app_test
+package all_test
 
 import (
 	"context"
@@ -13,26 +13,54 @@ import (
 	"testing"
 	"time"
 
+	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/app/all"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/reactions"
-	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
 )
 
-func newDeps(t *testing.T) *app.Deps {
+// served is every feature bound over one Deps, as the local stack binds them.
+type served struct {
+	deps  *app.Deps
+	bound *app.Bound
+}
+
+func (s served) http(t *testing.T, r routes.Route) api.Handler {
+	t.Helper()
+	h, ok := s.bound.HTTP(r)
+	if !ok {
+		t.Fatalf("no feature binds %s", r.Key())
+	}
+	return h
+}
+
+func (s served) stream(t *testing.T, p routes.Processor) streams.Handler {
+	t.Helper()
+	h, ok := s.bound.Stream(p)
+	if !ok {
+		t.Fatalf("no feature binds %s", p.Function)
+	}
+	return h
+}
+
+func newDeps(t *testing.T) served {
 	t.Helper()
 	return newDepsAt(t, clock.System{})
 }
 
-func newDepsAt(t *testing.T, clk clock.Clock) *app.Deps {
+func newDepsAt(t *testing.T, clk clock.Clock) served {
 	t.Helper()
 	_, names, endpoint := testenv.DynamoDB(t)
 	srv := testenv.Redis(t)
@@ -43,12 +71,16 @@ func newDepsAt(t *testing.T, clk clock.Clock) *app.Deps {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	b, err := d.Bind(all.Features()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return served{deps: d, bound: b}
 }
 
 func readEvent(t *testing.T, function string, v any) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "events", function+".json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "events", function+".json"))
 	if err != nil {
 		t.Fatalf("every function needs a sample event in events/: %v", err)
 	}
@@ -77,7 +109,7 @@ func TestEverySampleEventIsServedByItsHandler(t *testing.T) {
 			if ev.RouteKey != r.Key() {
 				t.Fatalf("sample route key %q, want %q", ev.RouteKey, r.Key())
 			}
-			resp, err := d.HTTP(r)(ctx, ev)
+			resp, err := d.http(t, r)(ctx, ev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,8 +130,8 @@ func TestCounterProcessorSampleBatchCountsOnce(t *testing.T) {
 	ctx := context.Background()
 	var ev events.DynamoDBEvent
 	readEvent(t, routes.CounterProcessor.Function, &ev)
-	handler := d.Stream(routes.CounterProcessor)
-	counts := &dynamo.Counts{DB: d.DB, Table: d.Config.Tables.Of(schema.Counters)}
+	handler := d.stream(t, routes.CounterProcessor)
+	counts := reactionsbind.Counts(d.deps)
 	half := len(ev.Records) / 2
 	deliveries := []events.DynamoDBEvent{
 		ev,
@@ -129,17 +161,17 @@ func TestLeaderboardProcessorSampleBatch(t *testing.T) {
 	ctx := context.Background()
 	var define events.APIGatewayV2HTTPRequest
 	readEvent(t, routes.PutLeaderboard.Function, &define)
-	if resp, err := d.HTTP(routes.PutLeaderboard)(ctx, define); err != nil || resp.StatusCode/100 != 2 {
+	if resp, err := d.http(t, routes.PutLeaderboard)(ctx, define); err != nil || resp.StatusCode/100 != 2 {
 		t.Fatalf("define the sample board: %d %v", resp.StatusCode, err)
 	}
 	var ev events.DynamoDBEvent
 	readEvent(t, routes.LeaderboardProcessor.Function, &ev)
-	handler := d.Stream(routes.LeaderboardProcessor)
+	handler := d.stream(t, routes.LeaderboardProcessor)
 	top := func() string {
 		var read events.APIGatewayV2HTTPRequest
 		readEvent(t, routes.LeaderboardTop.Function, &read)
 		read.QueryStringParameters["period"] = "2026-11"
-		resp, err := d.HTTP(routes.LeaderboardTop)(ctx, read)
+		resp, err := d.http(t, routes.LeaderboardTop)(ctx, read)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("top: %d %s %v", resp.StatusCode, resp.Body, err)
 		}
@@ -177,7 +209,7 @@ func TestStreakProcessorSampleBatch(t *testing.T) {
 	ctx := context.Background()
 	var ev events.DynamoDBEvent
 	readEvent(t, routes.StreakProcessor.Function, &ev)
-	handler := d.Stream(routes.StreakProcessor)
+	handler := d.stream(t, routes.StreakProcessor)
 	// The first tick builds the (empty) boards and marks Redis trusted.
 	if _, err := handler(ctx, events.DynamoDBEvent{}); err != nil {
 		t.Fatal(err)
@@ -195,7 +227,7 @@ func TestStreakProcessorSampleBatch(t *testing.T) {
 		if region != "" {
 			read.QueryStringParameters["region"] = region
 		}
-		resp, err := d.HTTP(routes.StreaksTop)(ctx, read)
+		resp, err := d.http(t, routes.StreaksTop)(ctx, read)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("top: %d %s %v", resp.StatusCode, resp.Body, err)
 		}
@@ -237,9 +269,9 @@ func TestAnalyticsShipperSampleBatch(t *testing.T) {
 		if !ok {
 			t.Fatalf("record %d reads unknown table %s", i, table)
 		}
-		ev.Records[i].EventSourceArn = strings.Replace(r.EventSourceArn, "Rally-dev-"+table, d.Config.Tables.Of(logical), 1)
+		ev.Records[i].EventSourceArn = strings.Replace(r.EventSourceArn, "Rally-dev-"+table, d.deps.Config.Tables.Of(logical), 1)
 	}
-	handler := d.Stream(routes.AnalyticsShipper)
+	handler := d.stream(t, routes.AnalyticsShipper)
 	for i, batch := range []events.DynamoDBEvent{ev, ev, {Records: ev.Records[1:]}} {
 		resp, err := handler(ctx, batch)
 		if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -247,9 +279,9 @@ func TestAnalyticsShipperSampleBatch(t *testing.T) {
 		}
 	}
 	var files []string
-	err := filepath.WalkDir(d.Config.AnalyticsDir, func(path string, e fs.DirEntry, err error) error {
+	err := filepath.WalkDir(d.deps.Config.AnalyticsDir, func(path string, e fs.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(path, ".parquet") {
-			rel, _ := filepath.Rel(d.Config.AnalyticsDir, path)
+			rel, _ := filepath.Rel(d.deps.Config.AnalyticsDir, path)
 			files = append(files, filepath.Dir(rel))
 		}
 		return err
@@ -276,13 +308,13 @@ func TestErasureProcessorSampleBatch(t *testing.T) {
 	ctx := context.Background()
 	var req events.APIGatewayV2HTTPRequest
 	readEvent(t, routes.EraseUser.Function, &req)
-	if resp, err := d.HTTP(routes.EraseUser)(ctx, req); err != nil || resp.StatusCode != 202 {
+	if resp, err := d.http(t, routes.EraseUser)(ctx, req); err != nil || resp.StatusCode != 202 {
 		t.Fatalf("erase alice: %+v %v", resp, err)
 	}
 	var ev events.DynamoDBEvent
 	readEvent(t, routes.ErasureProcessor.Function, &ev)
-	handler := d.Stream(routes.ErasureProcessor)
-	records := d.ErasureJob().Records
+	handler := d.stream(t, routes.ErasureProcessor)
+	records := all.ErasureJob(d.deps).Records
 	for delivery := 1; delivery <= 2; delivery++ {
 		resp, err := handler(ctx, ev)
 		if err != nil || len(resp.BatchItemFailures) != 0 {

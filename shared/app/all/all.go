@@ -1,0 +1,55 @@
+// Package all binds every feature at once: the local stack serves every
+// route and processor from one process with it, and the erasure processor,
+// which erases a user from every feature, is bound here.
+package all
+
+import (
+	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
+	"github.com/rallyhq/rally/shared/app"
+	gamesbind "github.com/rallyhq/rally/shared/games/bind"
+	"github.com/rallyhq/rally/shared/idempotency"
+	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
+	playersbind "github.com/rallyhq/rally/shared/players/bind"
+	"github.com/rallyhq/rally/shared/privacy"
+	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
+	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	streaksbind "github.com/rallyhq/rally/shared/streaks/bind"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Features lists every feature, the erasure processor included.
+func Features() []app.Feature {
+	return []app.Feature{
+		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
+		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure,
+	}
+}
+
+// Erasure binds the erasure processor.
+var Erasure = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Handlers {
+	job := ErasureJob(d)
+	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.ErasureProcessor.Function: job.Process}}
+}}
+
+// ErasureJob is the job behind the erasure processor, with every feature's
+// part in the order they are erased: the profile (and with it the
+// analytics secret) last, so events shipped meanwhile still carry the
+// user's pseudonym.
+func ErasureJob(d *app.Deps) *privacy.Job {
+	awaits := &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock}
+	return &privacy.Job{
+		Records: privacybind.Records(d),
+		Parts: []privacy.Part{
+			reactionsbind.Eraser(d, awaits),
+			leaderboardsbind.Eraser(d),
+			streaksbind.Eraser(d),
+			&idempotency.Eraser{Store: d.Idempotency()},
+			playersbind.Eraser(d),
+		},
+		Clock:   d.Clock,
+		Log:     d.Log,
+		Metrics: d.Metrics,
+	}
+}

@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Feature binds the routes and processors of one feature (those declared
+// with its Name in shared/routes) to their handlers.
+type Feature struct {
+	Name routes.Feature
+	Bind func(d *Deps) Handlers
+}
+
+// Handlers are bound endpoints and stream processors, by function name.
+type Handlers struct {
+	Endpoints  map[string]api.Endpoint
+	Processors map[string]streams.BatchFunc
+}
+
+// Bound is what a set of features serves over one Deps.
+type Bound struct {
+	deps     *Deps
+	handlers Handlers
+}
+
+// Bind binds features over d. A function bound twice is an error: each
+// function belongs to one feature.
+func (d *Deps) Bind(features ...Feature) (*Bound, error) {
+	b := &Bound{deps: d, handlers: Handlers{Endpoints: map[string]api.Endpoint{}, Processors: map[string]streams.BatchFunc{}}}
+	for _, f := range features {
+		h := f.Bind(d)
+		for fn, e := range h.Endpoints {
+			if _, dup := b.handlers.Endpoints[fn]; dup {
+				return nil, fmt.Errorf("app: %s is bound twice (again by %s)", fn, f.Name)
+			}
+			b.handlers.Endpoints[fn] = e
+		}
+		for fn, p := range h.Processors {
+			if _, dup := b.handlers.Processors[fn]; dup {
+				return nil, fmt.Errorf("app: %s is bound twice (again by %s)", fn, f.Name)
+			}
+			b.handlers.Processors[fn] = p
+		}
+	}
+	return b, nil
+}
+
+// HTTP returns the Lambda handler of route r; ok is false when no bound
+// feature serves it.
+func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
+	e, ok := b.handlers.Endpoints[r.Function]
+	if !ok {
+		return nil, false
+	}
+	serve := api.Serve(b.deps.Log, e)
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		if ev.RequestContext.RequestID != "" {
+			ctx = obs.WithRequestID(ctx, ev.RequestContext.RequestID)
+		}
+		return serve(ctx, ev)
+	}, true
+}
+
+// Stream returns the Lambda handler of processor p; ok is false when no
+// bound feature serves it.
+func (b *Bound) Stream(p routes.Processor) (h streams.Handler, ok bool) {
+	fn, ok := b.handlers.Processors[p.Function]
+	if !ok {
+		return nil, false
+	}
+	return streams.Serve(b.deps.Log, fn), true
+}
+
+// HTTP binds f and returns the Lambda handler of route r, which f must
+// serve: what a route function's main starts.
+func (d *Deps) HTTP(f Feature, r routes.Route) api.Handler {
+	h, ok := mustBind(d, f, r.Feature, r.Function).HTTP(r)
+	if !ok {
+		panic(fmt.Sprintf("app: feature %s binds no handler for %s", f.Name, r.Key()))
+	}
+	return h
+}
+
+// Stream binds f and returns the Lambda handler of processor p, which f
+// must serve: what a processor function's main starts.
+func (d *Deps) Stream(f Feature, p routes.Processor) streams.Handler {
+	h, ok := mustBind(d, f, p.Feature, p.Function).Stream(p)
+	if !ok {
+		panic(fmt.Sprintf("app: feature %s binds no processor %s", f.Name, p.Function))
+	}
+	return h
+}
+
+func mustBind(d *Deps, f Feature, declared routes.Feature, function string) *Bound {
+	if f.Name != declared {
+		panic(fmt.Sprintf("app: %s belongs to feature %s, not %s", function, declared, f.Name))
+	}
+	b, err := d.Bind(f)
+	if err != nil {
+		panic(err.Error())
+	}
+	return b
+}

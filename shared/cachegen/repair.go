@@ -1,0 +1,95 @@
+package cachegen
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Repairable is the Redis side of a scope, as the repair protocol uses it.
+type Repairable interface {
+	// Rebuild reloads everything the scope keeps in Redis from DynamoDB,
+	// after Redis lost its data. It may stop when ctx is done and report
+	// done=false; the next repair calls it again, and it resumes where it
+	// stopped if it can (or starts over).
+	Rebuild(ctx context.Context) (done bool, err error)
+	// Refresh rewrites from DynamoDB what the dirty keys name (the keys
+	// the scope's writers passed to MarkDirty).
+	Refresh(ctx context.Context, keys []string) error
+}
+
+// DirtyPage is how many dirty markers one refresh takes.
+const DirtyPage = 100
+
+// DefaultRepairBudget bounds a repair whose context has no deadline (a
+// test or tool calling a processor directly); an invocation's repair is
+// bounded by the invocation's own deadline instead.
+const DefaultRepairBudget = 10 * time.Second
+
+// ErrRepairUnfinished means a repair ran out of time with work left; the
+// next one continues.
+var ErrRepairUnfinished = errors.New("cachegen: repair unfinished; the next one continues")
+
+// Repair brings Redis back in line with DynamoDB when the scope's
+// generations say it may be wrong, the one protocol every processor
+// follows: read the state; if Redis lost its data, rebuild it; refresh
+// every dirty key, clearing each marker once refreshed (unless it was
+// marked again meanwhile); then advance Redis's generation to the one
+// read at the start. A write lost during the repair bumped the durable
+// generation past that, so Redis stays untrusted until the next repair.
+//
+// The repair takes the time its context allows, less a reserve for the
+// rest of the invocation (see budget); what is left is done by the next
+// one (ErrRepairUnfinished). Readers fall back to DynamoDB meanwhile.
+func (t *Tracker) Repair(ctx context.Context, r Repairable) error {
+	st, err := t.State(ctx)
+	if err != nil || st.Fresh() {
+		return err
+	}
+	ctx, cancel := budget(ctx)
+	defer cancel()
+	if !st.MirrorKnown {
+		done, err := r.Rebuild(ctx)
+		if err != nil {
+			return err
+		}
+		if !done {
+			return ErrRepairUnfinished
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return ErrRepairUnfinished
+		}
+		markers, err := t.Dirty(ctx, DirtyPage)
+		if err != nil {
+			return err
+		}
+		if len(markers) == 0 {
+			break
+		}
+		keys := make([]string, len(markers))
+		for i, m := range markers {
+			keys[i] = m.Key
+		}
+		if err := r.Refresh(ctx, keys); err != nil {
+			return err
+		}
+		if err := t.Clear(ctx, markers); err != nil {
+			return err
+		}
+	}
+	return t.Advance(ctx, st.Durable)
+}
+
+// budget is the part of ctx's time a repair may take: up to its deadline
+// less a reserve of a quarter of the time left (at least two seconds) for
+// the rest of the invocation, or DefaultRepairBudget without a deadline.
+func budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, DefaultRepairBudget)
+	}
+	left := time.Until(deadline)
+	return context.WithDeadline(ctx, deadline.Add(-max(left/4, 2*time.Second)))
+}

@@ -1,0 +1,57 @@
+// Package bind wires the leaderboards feature to DynamoDB and the Redis
+// ranking engine: what the functions of its routes and the leaderboard
+// processor start.
+package bind
+
+import (
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
+	"github.com/rallyhq/rally/shared/leaderboards/mirror"
+	playersbind "github.com/rallyhq/rally/shared/players/bind"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Leaderboards binds the leaderboard routes and the leaderboard processor.
+var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps) app.Handlers {
+	defs, scores := Definitions(d), Scores(d)
+	gen := d.Generations(mirror.Scope)
+	m := mirror.New(d.Redis, gen)
+	h := &leaderboards.API{Service: leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)}
+	p := &leaderboards.Processor{
+		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
+		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+	}
+	return app.Handlers{
+		Endpoints: map[string]api.Endpoint{
+			routes.PutLeaderboard.Function: h.PutLeaderboard,
+			routes.GetLeaderboard.Function: h.GetLeaderboard,
+			routes.SubmitScore.Function:    h.SubmitScore,
+			routes.LeaderboardTop.Function: h.LeaderboardTop,
+			routes.PlayerRank.Function:     h.PlayerRank,
+			routes.FriendsRank.Function:    h.FriendsRank,
+		},
+		Processors: map[string]streams.BatchFunc{routes.LeaderboardProcessor.Function: p.Process},
+	}
+}}
+
+// Definitions is the store of board definitions.
+func Definitions(d *app.Deps) *dynamo.Definitions {
+	return &dynamo.Definitions{DB: d.DB, Table: d.Table(schema.Leaderboards), Clock: d.Clock}
+}
+
+// Scores is the store of scores and submissions.
+func Scores(d *app.Deps) *dynamo.Scores {
+	return &dynamo.Scores{DB: d.DB, Table: d.Table(schema.Scores), Events: d.Table(schema.ScoreEvents), Clock: d.Clock}
+}
+
+// Eraser erases a player's scores and submissions.
+func Eraser(d *app.Deps) *leaderboards.Eraser {
+	return &leaderboards.Eraser{
+		Definitions: Definitions(d), Scores: Scores(d),
+		Sync: mirror.New(d.Redis, d.Generations(mirror.Scope)),
+	}
+}

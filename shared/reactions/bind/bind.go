@@ -1,0 +1,100 @@
+// Package bind wires the reactions feature (favorites and likes, their
+// counts and trending) to DynamoDB and Redis: what the functions of its
+// routes and the counter processor start.
+package bind
+
+import (
+	"time"
+
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/app"
+	gamesbind "github.com/rallyhq/rally/shared/games/bind"
+	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/reactions/dynamo"
+	"github.com/rallyhq/rally/shared/reactions/mirror"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// Reactions binds the favorites and likes routes and the counter processor.
+var Reactions = app.Feature{Name: routes.Reactions, Bind: bindReactions}
+
+func bindReactions(d *app.Deps) app.Handlers {
+	gen := d.Generations(mirror.Scope)
+	m := mirror.New(d.Redis, gen)
+	counts := Counts(d)
+	budgets := Budgets(d)
+	svc := &reactions.Service{
+		Edges:   Edges(d),
+		Counts:  counts,
+		Games:   gamesbind.Store(d),
+		Mirror:  m,
+		Limits:  d.Limiter(),
+		Budgets: map[reactions.Kind]ratelimit.Rule{reactions.Favorite: budgets[0], reactions.Like: budgets[1]},
+		IPRule:  perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
+		Clock:   d.Clock,
+		Log:     d.Log,
+	}
+	h := &reactions.API{Service: svc, Idempotency: d.Idempotency(), Cursors: d.Cursors}
+	p := &reactions.CounterProcessor{
+		Decode:        dynamo.ChangeFromRecord,
+		Counts:        counts,
+		Mirror:        m,
+		Gen:           gen,
+		Rebuild:       mirror.RebuildCursor{Redis: d.Redis},
+		Clock:         d.Clock,
+		Log:           d.Log,
+		Metrics:       d.Metrics,
+		Trending:      []reactions.Kind{reactions.Favorite},
+		SnapshotEvery: d.Config.SnapshotEvery,
+	}
+	return app.Handlers{
+		Endpoints: map[string]api.Endpoint{
+			routes.FavoriteGame.Function:   h.FavoriteGame,
+			routes.UnfavoriteGame.Function: h.UnfavoriteGame,
+			routes.ListFavorites.Function:  h.ListFavorites,
+			routes.FavoriteStatus.Function: h.FavoriteStatus,
+			routes.CountFavorites.Function: h.CountFavorites,
+			routes.TopGames.Function:       h.TopGames,
+			routes.LikePost.Function:       h.LikePost,
+			routes.UnlikePost.Function:     h.UnlikePost,
+			routes.ToggleLike.Function:     h.ToggleLike,
+			routes.CountLikes.Function:     h.CountLikes,
+		},
+		Processors: map[string]streams.BatchFunc{routes.CounterProcessor.Function: p.Process},
+	}
+}
+
+// Edges is the store of reaction edges.
+func Edges(d *app.Deps) *dynamo.Edges {
+	return &dynamo.Edges{DB: d.DB, Table: d.Table(schema.Reactions), Idempotency: d.Idempotency()}
+}
+
+// Counts is the store of durable counts and trending buckets.
+func Counts(d *app.Deps) *dynamo.Counts {
+	return &dynamo.Counts{DB: d.DB, Table: d.Table(schema.Counters)}
+}
+
+// Budgets are the per-player write budgets of favorites and of likes.
+func Budgets(d *app.Deps) []ratelimit.Rule {
+	return []ratelimit.Rule{
+		perMinute("favorite", d.Config.Limits.FavoritesPerPlayer),
+		perMinute("like", d.Config.Limits.LikesPerPlayer),
+	}
+}
+
+func perMinute(name string, n int64) ratelimit.Rule {
+	return ratelimit.Rule{Name: name, Limit: n, Window: time.Minute}
+}
+
+// Eraser erases a user's reactions; awaits keeps the versions it waits for
+// (the erasure job's, shared/privacy).
+func Eraser(d *app.Deps, awaits reactions.ErasureAwaits) *reactions.Eraser {
+	gen := d.Generations(mirror.Scope)
+	return &reactions.Eraser{
+		Edges: Edges(d), Counts: Counts(d), Cache: mirror.New(d.Redis, gen), Gen: gen,
+		Awaits: awaits, Limits: d.Limiter(), Budgets: Budgets(d),
+	}
+}

@@ -1,0 +1,147 @@
+package reactions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rallyhq/rally/shared/ratelimit"
+)
+
+// Eraser erases a user's favorites and likes (a part of shared/privacy's
+// erasure job). Edges are deleted, which the counter processor counts like
+// an unfavorite, so counts and trending are compensated exactly once. The
+// counter's per-edge markers and the user's cached memberships are dropped
+// only after those deletions were counted, so no marker is written again
+// after they are gone; meanwhile the versions waited for are kept durably,
+// so an erasure that dies mid-way still knows what it waits for.
+type Eraser struct {
+	Edges interface {
+		// EraseUser deletes every edge of user, calling before with each
+		// page of refs and versions before that page is deleted; it returns
+		// the versions the edges were deleted at.
+		EraseUser(ctx context.Context, user string, before func(map[Ref]int64) error) (map[Ref]int64, error)
+	}
+	Counts interface {
+		// Markers returns the last counted version of each of user's edges.
+		Markers(ctx context.Context, user string) (map[Ref]int64, error)
+		// ForgetUser drops user's counted-version markers.
+		ForgetUser(ctx context.Context, user string) (int, error)
+	}
+	Cache interface {
+		ForgetUser(ctx context.Context, user string) error
+	}
+	Gen interface {
+		Drop(ctx context.Context, keys ...string) error
+	}
+	Awaits ErasureAwaits
+	// Limits and Budgets: the user's reaction rate-limit counters go too.
+	Limits  *ratelimit.Limiter
+	Budgets []ratelimit.Rule
+	// Wait bounds how long one run waits for the counter processor
+	// (default 10s); past it the erasure resumes on the next run.
+	Wait time.Duration
+}
+
+// ErasureAwaits keeps, per erased user, the versions (kind#target →
+// version) an erasure waits to see counted; shared/privacy keeps them.
+type ErasureAwaits interface {
+	Add(ctx context.Context, user string, versions map[string]int64) error
+	List(ctx context.Context, user string) (map[string]int64, error)
+	Clear(ctx context.Context, user string) error
+}
+
+// Name implements privacy.Part.
+func (e *Eraser) Name() string { return "reactions" }
+
+// Erase implements privacy.Part: done is false while the counter processor
+// has not counted every deletion yet, and a later run resumes.
+func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) {
+	// The versions are recorded before each page is deleted; an edge that
+	// changed between the listing and its deletion is recorded again at
+	// the version it was deleted at.
+	announced := map[Ref]int64{}
+	await := func(refs map[Ref]int64) error {
+		versions := make(map[string]int64, len(refs))
+		for ref, v := range refs {
+			if v > announced[ref] {
+				announced[ref] = v
+				versions[awaitKey(ref)] = v
+			}
+		}
+		return e.Awaits.Add(ctx, user, versions)
+	}
+	deleted, err := e.Edges.EraseUser(ctx, user, await)
+	if aerr := await(deleted); aerr != nil {
+		return false, aerr
+	}
+	if err != nil {
+		return false, err
+	}
+	if counted, err := e.counted(ctx, user); !counted || err != nil {
+		return false, err
+	}
+	// Counted: the versions are no longer needed, and must not be awaited
+	// again once the markers below are gone.
+	if err := e.Awaits.Clear(ctx, user); err != nil {
+		return false, err
+	}
+	if _, err := e.Counts.ForgetUser(ctx, user); err != nil {
+		return false, err
+	}
+	if err := e.Cache.ForgetUser(ctx, user); err != nil {
+		return false, fmt.Errorf("forget cached reactions: %w", err)
+	}
+	if err := e.Gen.Drop(ctx, dirtyUser+user); err != nil {
+		return false, err
+	}
+	if err := e.Limits.Forget(ctx, user, e.Budgets...); err != nil {
+		return false, fmt.Errorf("forget reaction rate limits: %w", err)
+	}
+	return true, nil
+}
+
+func awaitKey(ref Ref) string { return string(ref.Kind) + "#" + ref.TargetID }
+
+// counted reports, waiting up to Wait, whether every deleted edge has been
+// counted.
+func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
+	awaited, err := e.Awaits.List(ctx, user)
+	if err != nil || len(awaited) == 0 {
+		return err == nil, err
+	}
+	wait := e.Wait
+	if wait == 0 {
+		wait = 10 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	pause := 50 * time.Millisecond
+	for {
+		markers, err := e.Counts.Markers(ctx, user)
+		if err != nil {
+			return false, err
+		}
+		seen := make(map[string]int64, len(markers))
+		for ref, m := range markers {
+			seen[awaitKey(ref)] = m
+		}
+		behind := 0
+		for key, v := range awaited {
+			if seen[key] < v {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return true, nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
