@@ -63,7 +63,7 @@ func run(ctx context.Context, stage, only string, replay bool, max int) error {
 	q := sqs.NewFromConfig(cfg)
 	streams := dynamodbstreams.NewFromConfig(cfg)
 	inv := lambdaInvoker{lambda.NewFromConfig(cfg)}
-	for _, fn := range processorFunctions(routes.Processors) {
+	for _, fn := range processorFunctions(routes.Processors()) {
 		if only != "" && fn != only {
 			continue
 		}
@@ -161,7 +161,7 @@ func describe(ctx context.Context, cf *cloudformation.Client, stack string) (map
 			if aws.ToString(r.ResourceType) != "AWS::Lambda::Function" {
 				continue
 			}
-			for _, fn := range processorFunctions(routes.Processors) {
+			for _, fn := range processorFunctions(routes.Processors()) {
 				if strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Functions"+routes.Camel(fn)+"Function") {
 					functions[fn] = aws.ToString(r.PhysicalResourceId)
 				}

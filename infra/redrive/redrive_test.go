@@ -123,7 +123,7 @@ func streamOf(t *testing.T, ctx context.Context, db *dynamodb.Client, s *dynamod
 // The analytics shipper is declared once per stream it reads; redrive
 // visits its one queue once.
 func TestEachProcessorFunctionIsVisitedOnce(t *testing.T) {
-	got := processorFunctions(routes.Processors)
+	got := processorFunctions(routes.Processors())
 	seen := map[string]bool{}
 	for _, fn := range got {
 		if seen[fn] {
@@ -131,7 +131,7 @@ func TestEachProcessorFunctionIsVisitedOnce(t *testing.T) {
 		}
 		seen[fn] = true
 	}
-	for _, p := range routes.Processors {
+	for _, p := range routes.Processors() {
 		if !seen[p.Function] {
 			t.Errorf("%s missing from %v", p.Function, got)
 		}

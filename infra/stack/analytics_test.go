@@ -59,7 +59,7 @@ func TestAnalyticsShipperIsOneLambdaReadingThreeStreams(t *testing.T) {
 			t.Errorf("%s: %d %s functions, want 1", stage, n, shipper)
 		}
 		streamOf := map[string]string{} // stream expression -> table name
-		for _, tb := range schema.All {
+		for _, tb := range schema.Tables() {
 			if tb.Stream {
 				streamOf[mustJSON(s.ref(s.stack.Data.Table(tb).TableStreamArn()))] = tb.Name
 			}

@@ -106,10 +106,10 @@ func setUp(tmp string) error {
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
 		LogIgnores: jsii.Bool(true), Reports: jsii.Bool(false),
 	}), nil)
-	if dev, err = synthesize(devStack, routes.All, routes.Processors); err != nil {
+	if dev, err = synthesize(devStack, routes.All(), routes.Processors()); err != nil {
 		return err
 	}
-	prod, err = synthesize(prodStack, prodRoutes, routes.Processors)
+	prod, err = synthesize(prodStack, prodRoutes, routes.Processors())
 	return err
 }
 
@@ -117,7 +117,7 @@ func setUp(tmp string) error {
 // uses Redis: no declared function yet both runs in the VPC and reads the
 // cursor secret, the case that needs a Secrets Manager endpoint.
 func prodDeclarations() []routes.Route {
-	out := slices.Clone(routes.All)
+	out := slices.Clone(routes.All())
 	for i, r := range out {
 		if r.Function == routes.ListFavorites.Function {
 			out[i].Uses.Redis = true

@@ -64,8 +64,8 @@ type Props struct {
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
 
-	// Routes, Processors and Tables default to routes.All,
-	// routes.Processors and schema.All; tests replace them.
+	// Routes, Processors and Tables default to routes.All(),
+	// routes.Processors() and schema.Tables(); tests replace them.
 	Routes     []routes.Route
 	Processors []routes.Processor
 	Tables     []schema.Table
@@ -151,13 +151,13 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 
 func withDefaults(p Props) Props {
 	if p.Routes == nil {
-		p.Routes = routes.All
+		p.Routes = routes.All()
 	}
 	if p.Processors == nil {
-		p.Processors = routes.Processors
+		p.Processors = routes.Processors()
 	}
 	if p.Tables == nil {
-		p.Tables = schema.All
+		p.Tables = schema.Tables()
 	}
 	if p.RedisEngine == "" {
 		p.RedisEngine = EngineValkey

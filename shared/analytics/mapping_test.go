@@ -354,7 +354,7 @@ func TestSourceOfResolvesStreamARNs(t *testing.T) {
 		t.Fatalf("real ARN %s: %v %v", recs[0].EventSourceArn, got.Name, ok)
 	}
 	names := schema.Names{}
-	for _, tb := range schema.All {
+	for _, tb := range schema.Tables() {
 		names[tb.Name] = "Rally-prod-" + tb.Name
 	}
 	for _, tb := range analytics.Sources() {

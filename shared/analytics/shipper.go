@@ -167,7 +167,7 @@ func (s *Shipper) send(ctx context.Context, queue []pending) (failedAt int, err 
 	var lastErr error
 	for attempt := 0; attempt < attempts && len(queue) > 0; attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, s.backoff(attempt-1)); err != nil {
+			if err := clock.Sleep(ctx, s.backoff(attempt-1)); err != nil {
 				lastErr = err
 				break
 			}
@@ -260,18 +260,4 @@ func (s *Shipper) logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return s.Log
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

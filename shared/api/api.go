@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -196,6 +197,17 @@ func ValidID(s string) bool { return idPattern.MatchString(s) }
 func CheckID(f *errs.Fields, field, value string) {
 	if !ValidID(value) {
 		f.Add(field, "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+	}
+}
+
+// CheckURL records a field error unless value is empty or an absolute
+// http(s) URL of at most 2048 characters (an avatar, a thumbnail).
+func CheckURL(f *errs.Fields, field, value string) {
+	if value == "" {
+		return
+	}
+	if u, err := url.Parse(value); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(value) > 2048 {
+		f.Add(field, "must be an absolute http(s) URL of at most 2048 characters")
 	}
 }
 

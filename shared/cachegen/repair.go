@@ -6,6 +6,20 @@ import (
 	"time"
 )
 
+// Generations is what a scope's processors use of its Tracker: they
+// depend on this, not on *Tracker.
+type Generations interface {
+	// Fresh reports whether Redis can be trusted.
+	Fresh(ctx context.Context) bool
+	// MarkDirty records keys whose Redis values a lost write may have left
+	// wrong.
+	MarkDirty(ctx context.Context, keys []string, at time.Time) error
+	// Repair brings Redis back in line with DynamoDB.
+	Repair(ctx context.Context, r Repairable) error
+}
+
+var _ Generations = (*Tracker)(nil)
+
 // Repairable is the Redis side of a scope, as the repair protocol uses it.
 type Repairable interface {
 	// Rebuild reloads everything the scope keeps in Redis from DynamoDB,

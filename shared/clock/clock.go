@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -56,3 +57,27 @@ type Fixed time.Time
 
 // Now returns the fixed instant.
 func (f Fixed) Now() time.Time { return time.Time(f) }
+
+// Now is c's time in UTC, or the wall clock's when c is nil (a store built
+// without a clock).
+func Now(c Clock) time.Time {
+	if c == nil {
+		return time.Now().UTC()
+	}
+	return c.Now().UTC()
+}
+
+// Sleep waits for d, or until ctx is done, whose error it then returns.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

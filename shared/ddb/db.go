@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/rallyhq/rally/shared/clock"
 )
 
 // DB is the part of the DynamoDB API Rally's stores use; *dynamodb.Client
@@ -51,12 +53,5 @@ func Pause(ctx context.Context, attempt int) error {
 		return nil
 	}
 	ceiling := time.Duration(min(attempt, 8)) * 4 * time.Millisecond
-	t := time.NewTimer(ceiling/2 + rand.N(ceiling/2+1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, ceiling/2+rand.N(ceiling/2+1))
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
 )
 
 // Batcher is the part of DynamoDB the batch helpers use.
@@ -94,12 +96,7 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt == 0 {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Duration(1<<min(attempt, 6)) * 10 * time.Millisecond):
-		return nil
-	}
+	return clock.Sleep(ctx, time.Duration(1<<min(attempt, 6))*10*time.Millisecond)
 }
 
 // IsConditionFailed reports whether err is a failed condition expression.

@@ -2,7 +2,6 @@ package games
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,9 +51,7 @@ func (a *API) PutGame(ctx context.Context, r *api.Request) (api.Response, error)
 	thumb := ""
 	if in.ThumbnailURL != nil {
 		thumb = *in.ThumbnailURL
-		if u, err := url.Parse(thumb); thumb != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(thumb) > 2048) {
-			f.Add("thumbnail_url", "must be an absolute http(s) URL of at most 2048 characters")
-		}
+		api.CheckURL(&f, "thumbnail_url", thumb)
 	}
 	if err := f.Err(); err != nil {
 		return api.Response{}, err

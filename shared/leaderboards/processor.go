@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -34,17 +33,10 @@ type Processor struct {
 	Defs    Definitions
 	Scores  Scores
 	Sync    Sync
-	Gen     Generations
+	Gen     cachegen.Generations
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
-}
-
-// Generations is the processor's view of the cache generation tracker
-// (shared/cachegen).
-type Generations interface {
-	MarkDirty(ctx context.Context, keys []string, at time.Time) error
-	Repair(ctx context.Context, r cachegen.Repairable) error
 }
 
 // Process applies one stream batch (an empty one is a scheduled tick).

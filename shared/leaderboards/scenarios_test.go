@@ -263,7 +263,7 @@ func TestLeaderboardBadInputWritesNothing(t *testing.T) {
 func itemCounts(t *testing.T, s *stack.Stack) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, table := range schema.All {
+	for _, table := range schema.Tables() {
 		page, err := s.DB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(table))})
 		if err != nil {
 			t.Fatal(err)

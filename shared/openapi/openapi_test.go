@@ -15,7 +15,7 @@ func TestDocumentCoversEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		item := d.Paths.Find(r.Path)
 		if item == nil {
 			t.Errorf("%s: path not documented", r.Key())

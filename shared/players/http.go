@@ -2,7 +2,6 @@ package players
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -108,13 +107,9 @@ func (a *API) PutProfile(ctx context.Context, r *api.Request) (api.Response, err
 	default:
 		p.DisplayName = *in.DisplayName
 	}
-	if in.AvatarURL != nil && *in.AvatarURL != "" {
-		u, err := url.Parse(*in.AvatarURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(*in.AvatarURL) > 2048 {
-			f.Add("avatar_url", "must be an absolute http(s) URL of at most 2048 characters")
-		} else {
-			p.AvatarURL = *in.AvatarURL
-		}
+	if in.AvatarURL != nil {
+		api.CheckURL(&f, "avatar_url", *in.AvatarURL)
+		p.AvatarURL = *in.AvatarURL
 	}
 	if in.Region != nil {
 		api.CheckID(&f, "region", *in.Region)

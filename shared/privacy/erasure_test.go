@@ -197,7 +197,7 @@ func (w *world) secret(t *testing.T, user string) []byte {
 // that mentions id, and the Erasures items.
 func (w *world) tablesHolding(t *testing.T, id string) (found []string, erasures []map[string]types.AttributeValue) {
 	t.Helper()
-	for _, tbl := range schema.All {
+	for _, tbl := range schema.Tables() {
 		for _, it := range testenv.TableItems(t, w.s.DB(), w.s.Tables().Of(tbl)) {
 			if tbl.Name == schema.Erasures.Name {
 				erasures = append(erasures, it)

@@ -81,7 +81,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	big := `{"title":"` + strings.Repeat("x", 17<<10) + `"}`
 
 	var cases []badCase
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		path := concrete(r, "x1") + validQuery[r.Function]
 		base := apitest.Call{Method: r.Method, Path: path}
 		as := func(mod func(*apitest.Call)) apitest.Call {
@@ -174,7 +174,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	if err := s.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range schema.All {
+	for _, table := range schema.Tables() {
 		out, err := s.DB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(table))})
 		if err != nil {
 			t.Fatal(err)

@@ -29,14 +29,6 @@ type Sync interface {
 	ComputeTop(ctx context.Context, kind Kind, w Window, limit int, now time.Time) (Top, error)
 }
 
-// Generations is the processor's view of the cache generation tracker
-// (shared/cachegen).
-type Generations interface {
-	MarkDirty(ctx context.Context, keys []string, at time.Time) error
-	Repair(ctx context.Context, r cachegen.Repairable) error
-	Fresh(ctx context.Context) bool
-}
-
 // RebuildCursors remembers how far a rebuild of Redis got, so a long
 // rebuild spreads over several invocations.
 type RebuildCursors interface {
@@ -55,7 +47,7 @@ type CounterProcessor struct {
 	Decode   func(events.DynamoDBEventRecord) (Change, bool, error)
 	Counts   Counts
 	Mirror   Sync
-	Gen      Generations
+	Gen      cachegen.Generations
 	Rebuild  RebuildCursors
 	Clock    clock.Clock
 	Log      *slog.Logger

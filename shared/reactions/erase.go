@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ratelimit"
 )
 
@@ -137,10 +138,8 @@ func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
 		if time.Now().Add(pause).After(deadline) {
 			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(pause):
+		if err := clock.Sleep(ctx, pause); err != nil {
+			return false, err
 		}
 		pause = min(2*pause, time.Second)
 	}

@@ -384,31 +384,35 @@ var CounterProcessor = Processor{
 }
 
 // All lists every HTTP route.
-var All = []Route{
-	FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
-	LikePost, UnlikePost, ToggleLike, CountLikes,
-	PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
-	RecordActivity, GetStreak, PointsHistory, StreaksTop,
-	EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
+func All() []Route {
+	return []Route{
+		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
+		LikePost, UnlikePost, ToggleLike, CountLikes,
+		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
+		RecordActivity, GetStreak, PointsHistory, StreaksTop,
+		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
+	}
 }
 
 // Processors lists every stream processor.
-var Processors = []Processor{
-	CounterProcessor, LeaderboardProcessor, StreakProcessor,
-	AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
-	ErasureProcessor,
+func Processors() []Processor {
+	return []Processor{
+		CounterProcessor, LeaderboardProcessor, StreakProcessor,
+		AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
+		ErasureProcessor,
+	}
 }
 
 // Functions returns the name of every Lambda function, routes then
 // processors, each once.
 func Functions() []string {
 	var names []string
-	for _, r := range All {
+	for _, r := range All() {
 		if !slices.Contains(names, r.Function) {
 			names = append(names, r.Function)
 		}
 	}
-	for _, p := range Processors {
+	for _, p := range Processors() {
 		if !slices.Contains(names, p.Function) {
 			names = append(names, p.Function)
 		}

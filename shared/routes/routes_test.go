@@ -50,7 +50,7 @@ func TestEveryFunctionHasADirectoryAndEveryDirectoryAFunction(t *testing.T) {
 
 func TestRouteKeysAreUnique(t *testing.T) {
 	seen := map[string]bool{}
-	for _, r := range All {
+	for _, r := range All() {
 		if seen[r.Key()] {
 			t.Errorf("route %s declared twice", r.Key())
 		}
@@ -83,7 +83,7 @@ func startedDeclaration(t *testing.T, path string) string {
 // Event source mappings take batching windows in whole seconds (at most
 // 300) and schedules take whole minutes.
 func TestProcessorSettingsAreDeployable(t *testing.T) {
-	for _, p := range Processors {
+	for _, p := range Processors() {
 		if p.BatchWindow%time.Second != 0 || p.BatchWindow > 300*time.Second {
 			t.Errorf("%s: batch window %v is not a whole number of seconds up to 300", p.Function, p.BatchWindow)
 		}

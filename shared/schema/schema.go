@@ -158,6 +158,8 @@ const (
 	// AttrMembers is the member count on a period's meta item.
 	AttrMembers = "members"
 	AttrPeriod  = "period"
+	AttrBoard   = "board"
+	AttrScore   = "score"
 )
 
 // Players attributes.
@@ -177,6 +179,14 @@ const (
 	AttrStreakVersion = "version"
 	// AttrRegions is the set of every region a streak was ever in.
 	AttrRegions = "regions"
+)
+
+// Activity attributes (of the evt# items the analytics shipper reads).
+const (
+	AttrEventType = "event_type"
+	AttrSource    = "source"
+	AttrDate      = "date"
+	AttrPoints    = "points"
 )
 
 // Erasures attributes.
@@ -242,7 +252,7 @@ var Counters = Table{
 //	{kind}#{target}              {span}#{start}     a trending bucket, span h or d (reactions.Span): delta, ver, updated_at, expires_at
 //	applied#{user}               {kind}#{target}    the edge version the counter processor last counted: ver, expires_at
 //	snapshot#trending#{kind}     {window}           a stored top-N for reads without Redis: items, as_of
-//	cache#{scope}                gen                Redis's durable generation: gen (cachegen)
+//	cache#{scope}                gen                the generation Redis must reach to be trusted: gen (cachegen)
 //	cache#{scope}#dirty          {redis key}        a key whose Redis value may be wrong: at
 //	ship#{event id}              ship               an event the analytics shipper delivered: expires_at (analytics)
 //	erasure#{user hash}          {kind}#{target}    a counter version a pending erasure waits for: ver, expires_at (privacy)
@@ -387,12 +397,14 @@ var Erasures = Table{
 	Purpose: "erasure requests and their hashed audit records",
 }
 
-// All lists every table Rally owns.
-var All = []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures}
+// Tables lists every table Rally owns.
+func Tables() []Table {
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures}
+}
 
 // ByName returns the declared table with the given logical name.
 func ByName(name string) (Table, bool) {
-	for _, t := range All {
+	for _, t := range Tables() {
 		if t.Name == name {
 			return t, true
 		}
@@ -407,7 +419,7 @@ type Names map[string]string
 // variable, defaulting to prefix+logical name (the local stack's naming).
 func NamesFromEnv(prefix string) Names {
 	n := Names{}
-	for _, t := range All {
+	for _, t := range Tables() {
 		if v := os.Getenv(t.EnvVar()); v != "" {
 			n[t.Name] = v
 		} else {

@@ -24,17 +24,10 @@ type Processor struct {
 	Decode  func(events.DynamoDBEventRecord) (State, bool, error)
 	Store   Store
 	Cache   Cache
-	Gen     Generations
+	Gen     cachegen.Generations
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
-}
-
-// Generations is the processor's view of the cache generation tracker
-// (shared/cachegen).
-type Generations interface {
-	MarkDirty(ctx context.Context, keys []string, at time.Time) error
-	Repair(ctx context.Context, r cachegen.Repairable) error
 }
 
 // Process applies one stream batch (an empty one is a scheduled tick).

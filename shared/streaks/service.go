@@ -163,13 +163,7 @@ func (s *Service) writeThrough(ctx context.Context, st State) {
 // instead of colliding again on the same version.
 func backoff(ctx context.Context, attempt int) {
 	d := min(10*time.Millisecond<<min(attempt, 6), 400*time.Millisecond)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = clock.Sleep(ctx, d/2+rand.N(d/2+1))
 }
 
 // players serialises the activities of each player within a process, so

@@ -203,7 +203,7 @@ func Match(method, path string) (routes.Route, bool) {
 	segs := strings.Split(strings.Trim(p, "/"), "/")
 	var best routes.Route
 	bestLiterals := -1
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		if r.Method != method {
 			continue
 		}

@@ -58,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 		return api.Encode(api.OK(map[string]bool{"ok": true})), nil
 	}
 	var rs []gateway.Route
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		rs = append(rs, gateway.Route{Route: r, Handler: func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			f.mu.Lock()
 			f.events = append(f.events, ev)

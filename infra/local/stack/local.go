@@ -105,7 +105,7 @@ func (s *Stack) health(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	h := Health{Status: "ok", DynamoDB: "ok", Redis: "ok", Clock: s.clock.Now(), Unbound: s.unbound,
-		Routes: len(routes.All) - s.unboundRoutes(), Processors: []ProcessorInfo{}}
+		Routes: len(routes.All()) - s.unboundRoutes(), Processors: []ProcessorInfo{}}
 	status := http.StatusOK
 	if _, err := s.db.ListTables(ctx, nil); err != nil {
 		h.Status, h.DynamoDB, status = "unavailable", "unreachable: "+err.Error(), http.StatusServiceUnavailable

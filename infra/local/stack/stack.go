@@ -302,7 +302,7 @@ func (s *Stack) config() (config.Config, error) {
 // 500 and is listed in health.
 func (s *Stack) gateway() (*gateway.Gateway, error) {
 	var rs []gateway.Route
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		gr := gateway.Route{Route: r}
 		if h, ok := s.opts.Handlers[r.Function]; ok {
 			gr.Handler = h
@@ -332,7 +332,7 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 	})
-	for _, proc := range routes.Processors {
+	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
 		if !ok {
 			if h, ok = s.bound.Stream(proc); !ok {
@@ -496,7 +496,7 @@ type Info struct {
 // Info reports what runs where.
 func (s *Stack) Info() Info {
 	i := Info{URL: s.url, DynamoDBEndpoint: s.ddbURL, RedisURL: s.redisURL, StateDir: s.stateDir,
-		Unbound: s.unbound, Routes: len(routes.All) - s.unboundRoutes()}
+		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes()}
 	if s.ddbLocal != nil {
 		i.DynamoDBPID = s.ddbLocal.PID()
 		if s.opts.Persist {
@@ -515,7 +515,7 @@ func (s *Stack) Info() Info {
 
 func (s *Stack) unboundRoutes() int {
 	n := 0
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		for _, u := range s.unbound {
 			if u == r.Function {
 				n++

@@ -137,13 +137,13 @@ func TestHealthReportsEverythingUp(t *testing.T) {
 	c := client{t, s.URL()}
 	var h stack.Health
 	c.json("GET", "/_local/health", "", nil, 200, &h)
-	if h.Status != "ok" || h.DynamoDB != "ok" || h.Redis != "ok" || h.Routes != len(routes.All) {
+	if h.Status != "ok" || h.DynamoDB != "ok" || h.Redis != "ok" || h.Routes != len(routes.All()) {
 		t.Fatalf("health %+v", h)
 	}
-	if len(h.Processors) != len(routes.Processors) {
+	if len(h.Processors) != len(routes.Processors()) {
 		t.Fatalf("processors %+v, want one per declared processor", h.Processors)
 	}
-	for i, p := range routes.Processors {
+	for i, p := range routes.Processors() {
 		if h.Processors[i].Function != p.Function || h.Processors[i].Source != p.Source.Name {
 			t.Errorf("processor %d = %s reading %s, want %s reading %s", i, h.Processors[i].Function, h.Processors[i].Source, p.Function, p.Source.Name)
 		}
@@ -284,7 +284,7 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 		}
 	}
 	processorFunctions := map[string]bool{}
-	for _, p := range routes.Processors {
+	for _, p := range routes.Processors() {
 		processorFunctions[p.Function] = true
 	}
 	if len(rd.Results) != len(processorFunctions) {

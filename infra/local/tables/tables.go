@@ -25,16 +25,16 @@ import (
 // checkout).
 var ErrSchemaDrift = errors.New("tables: existing table differs from its declaration")
 
-// Create makes every table in schema.All under its physical name in names,
+// Create makes every table in schema.Tables() under its physical name in names,
 // waits until each is ACTIVE, and turns on TTL where declared. Tables that
 // already exist with the declared keys are left as they are.
 func Create(ctx context.Context, db *dynamodb.Client, names schema.Names) error {
-	return forEach(schema.All, func(t schema.Table) error { return create(ctx, db, t, names.Of(t)) })
+	return forEach(schema.Tables(), func(t schema.Table) error { return create(ctx, db, t, names.Of(t)) })
 }
 
-// Delete drops every table in schema.All; missing tables are not an error.
+// Delete drops every table in schema.Tables(); missing tables are not an error.
 func Delete(ctx context.Context, db *dynamodb.Client, names schema.Names) error {
-	return forEach(schema.All, func(t schema.Table) error {
+	return forEach(schema.Tables(), func(t schema.Table) error {
 		_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(names.Of(t))})
 		var nf *types.ResourceNotFoundException
 		if err != nil && !errors.As(err, &nf) {

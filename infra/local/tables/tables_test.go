@@ -22,7 +22,7 @@ func TestTablesMatchTheirDeclarationAndCreateIsIdempotent(t *testing.T) {
 	if err := tables.Create(ctx, db, names); err != nil {
 		t.Fatalf("second Create: %v", err)
 	}
-	for _, tb := range schema.All {
+	for _, tb := range schema.Tables() {
 		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(names.Of(tb))})
 		if err != nil {
 			t.Fatal(err)

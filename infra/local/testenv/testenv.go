@@ -96,7 +96,7 @@ func StreamsClient(endpoint string) *dynamodbstreams.Client {
 	})
 }
 
-// DynamoDB returns a client, a fresh set of every table in schema.All under
+// DynamoDB returns a client, a fresh set of every table in schema.Tables() under
 // a prefix no other test uses, and the endpoint (for config.Config). The
 // tables are deleted when the test ends.
 func DynamoDB(t testing.TB) (*dynamodb.Client, schema.Names, string) {
@@ -131,7 +131,7 @@ func Names(t testing.TB) schema.Names {
 	}
 	prefix := fmt.Sprintf("%s.%d.%d.", name, os.Getpid(), tableSets.Add(1))
 	names := schema.Names{}
-	for _, tb := range schema.All {
+	for _, tb := range schema.Tables() {
 		names[tb.Name] = prefix + tb.Name
 	}
 	return names

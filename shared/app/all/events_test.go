@@ -95,7 +95,7 @@ func TestEverySampleEventIsServedByItsHandler(t *testing.T) {
 	d := newDeps(t)
 	ctx := context.Background()
 	served := map[string]bool{}
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		// A function serving an endpoint for players and for services has
 		// a sample for each: <function>.json and <function>.service.json.
 		sample := r.Function

@@ -28,12 +28,12 @@ func TestEachFeatureBindsWhatItIsDeclaredWith(t *testing.T) {
 		t.Fatal(err)
 	}
 	declared := map[routes.Feature][]string{}
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		if !slices.Contains(declared[r.Feature], r.Function) {
 			declared[r.Feature] = append(declared[r.Feature], r.Function)
 		}
 	}
-	for _, p := range routes.Processors {
+	for _, p := range routes.Processors() {
 		if !slices.Contains(declared[p.Feature], p.Function) {
 			declared[p.Feature] = append(declared[p.Feature], p.Function)
 		}
@@ -128,10 +128,10 @@ func TestEachFunctionLinksOnlyTheFeaturesItServes(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range routes.All {
+	for _, r := range routes.All() {
 		check(r.Function, r.Feature, true)
 	}
-	for _, p := range routes.Processors {
+	for _, p := range routes.Processors() {
 		if p.Function == routes.ErasureProcessor.Function || p.Source.Name != routes.AnalyticsShipper.Source.Name && p.Function == routes.AnalyticsShipper.Function {
 			continue // it erases from every feature; one check per function
 		}

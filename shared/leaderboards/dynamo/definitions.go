@@ -90,7 +90,7 @@ func (s *Definitions) Put(ctx context.Context, d leaderboards.Definition) (leade
 	}
 	at := d.UpdatedAt
 	if at.IsZero() {
-		at = now(s.Clock)
+		at = clock.Now(s.Clock)
 	}
 	now := expression.Value(ddb.FormatTime(at))
 	created, ver := expression.Name(schema.AttrCreatedAt), expression.Name(schema.AttrVer)

@@ -7,19 +7,9 @@ package dynamo
 
 import (
 	"fmt"
-	"time"
 
-	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 )
-
-// now is c's time, or the wall clock when the store was built without one.
-func now(c clock.Clock) time.Time {
-	if c == nil {
-		return time.Now().UTC()
-	}
-	return c.Now().UTC()
-}
 
 // unavailable classifies a DynamoDB failure: the source of truth cannot be
 // reached, which callers answer with 503.

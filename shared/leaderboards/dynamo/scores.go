@@ -137,7 +137,7 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 		if err != nil {
 			return leaderboards.Submitted{}, err
 		}
-		at := now(s.Clock).Truncate(time.Millisecond)
+		at := clock.Now(s.Clock).Truncate(time.Millisecond)
 		after := leaderboards.Score{Board: d.ID, Period: period, PlayerID: m.PlayerID}
 		if cur != nil {
 			after = *cur

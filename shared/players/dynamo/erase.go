@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -97,7 +98,7 @@ func (s *Players) unfriend(ctx context.Context, owner string, friends []string, 
 		}
 		kept := slices.DeleteFunc(slices.Clone(friends), func(f string) bool { return f == player })
 		unchanged := expression.Name(schema.AttrFriendIDs).Equal(expression.Value(friends))
-		edit := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(kept, now(s.Clock))).WithCondition(unchanged))
+		edit := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(kept, clock.Now(s.Clock))).WithCondition(unchanged))
 		_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(owner), edit))
 		if err == nil {
 			return nil

@@ -50,7 +50,7 @@ func (s *Players) key(player string) map[string]types.AttributeValue {
 func (s *Players) PutProfile(ctx context.Context, p players.Profile) error {
 	at := p.UpdatedAt
 	if at.IsZero() {
-		at = now(s.Clock)
+		at = clock.Now(s.Clock)
 	}
 	profile := expression.Set(expression.Name(schema.AttrDisplayName), expression.Value(p.DisplayName)).
 		Set(expression.Name(schema.AttrAvatarURL), expression.Value(p.AvatarURL)).
@@ -99,7 +99,7 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]player
 
 // PutFriends replaces the player's friend list.
 func (s *Players) PutFriends(ctx context.Context, player string, friends []string) error {
-	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(friends, now(s.Clock))))
+	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(friends, clock.Now(s.Clock))))
 	if _, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(player), update)); err != nil {
 		return unavailable(err, "put friends of "+player)
 	}
@@ -134,14 +134,6 @@ func (s *Players) Friends(ctx context.Context, player string) ([]string, error) 
 		return nil, fmt.Errorf("decode friends of %s: %w", player, err)
 	}
 	return it.FriendIDs, nil
-}
-
-// now is c's time, or the wall clock when the store was built without one.
-func now(c clock.Clock) time.Time {
-	if c == nil {
-		return time.Now().UTC()
-	}
-	return c.Now().UTC()
 }
 
 // unavailable classifies a DynamoDB failure: the source of truth cannot be
