@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rallyhq/rally/shared/reactions"
+	rdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
+
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
@@ -66,11 +67,10 @@ func TestReplayReadsTheParkedRangeFromTheStream(t *testing.T) {
 	ctx := context.Background()
 	db, names, endpoint := testenv.DynamoDB(t)
 	table := names.Of(schema.Reactions)
+	edges := &rdynamo.Edges{DB: db, Table: table}
 	for i := 0; i < 6; i++ {
-		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
-			schema.AttrUserID: &ddbtypes.AttributeValueMemberS{Value: "u1"},
-			schema.AttrEdge:   &ddbtypes.AttributeValueMemberS{Value: fmt.Sprintf("favorite#g%d", i)},
-		}}); err != nil {
+		ref := reactions.Ref{UserID: "u1", Kind: reactions.Favorite, TargetID: fmt.Sprintf("g%d", i)}
+		if _, _, err := edges.Add(ctx, ref, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -211,10 +211,10 @@ func (a *Analytics) newTable(stack awscdk.Stack) {
 			Name:          jsii.String(analytics.Table),
 			Description:   jsii.String(fmt.Sprintf("Rally domain events, schema version %d, as Parquet written by Firehose", analytics.SchemaVersion)),
 			TableType:     jsii.String("EXTERNAL_TABLE"),
-			PartitionKeys: columns(analytics.PartitionKeys),
+			PartitionKeys: columns(analytics.PartitionKeys()),
 			Parameters:    a.tableParameters(),
 			StorageDescriptor: &awsglue.CfnTable_StorageDescriptorProperty{
-				Columns:      columns(analytics.Columns),
+				Columns:      columns(analytics.Columns()),
 				Location:     a.s3URL(EventsPrefix),
 				InputFormat:  jsii.String(parquetInputFormat),
 				OutputFormat: jsii.String(parquetOutputFormat),
@@ -240,7 +240,7 @@ func (a *Analytics) tableParameters() *map[string]any {
 		"projection.enabled":  "true",
 
 		"projection.event_type.type":   "enum",
-		"projection.event_type.values": strings.Join(analytics.EventTypes, ","),
+		"projection.event_type.values": strings.Join(analytics.EventTypes(), ","),
 
 		"projection.dt.type":          "date",
 		"projection.dt.format":        "yyyy-MM-dd",

@@ -169,10 +169,10 @@ func TestGlueTableIsTheEventSchemaWithPartitionProjection(t *testing.T) {
 			return out
 		}
 		sd := in["StorageDescriptor"].(map[string]any)
-		if got, want := mustJSON(sd["Columns"]), mustJSON(asColumns(analytics.Columns)); got != want {
-			t.Errorf("%s: columns\n %s\nwant analytics.Columns\n %s", stage, got, want)
+		if got, want := mustJSON(sd["Columns"]), mustJSON(asColumns(analytics.Columns())); got != want {
+			t.Errorf("%s: columns\n %s\nwant analytics.Columns()\n %s", stage, got, want)
 		}
-		if got, want := mustJSON(in["PartitionKeys"]), mustJSON(asColumns(analytics.PartitionKeys)); got != want {
+		if got, want := mustJSON(in["PartitionKeys"]), mustJSON(asColumns(analytics.PartitionKeys())); got != want {
 			t.Errorf("%s: partition keys %s, want %s", stage, got, want)
 		}
 		if mustJSON(sd["Location"]) != mustJSON(s.s3URL(analytics.Prefix)) {
@@ -186,7 +186,7 @@ func TestGlueTableIsTheEventSchemaWithPartitionProjection(t *testing.T) {
 		want := map[string]any{
 			"projection.enabled":           "true",
 			"projection.event_type.type":   "enum",
-			"projection.event_type.values": strings.Join(analytics.EventTypes, ","),
+			"projection.event_type.values": strings.Join(analytics.EventTypes(), ","),
 			"projection.dt.type":           "date",
 			"projection.dt.format":         "yyyy-MM-dd",
 			"projection.dt.range":          stack.EventsSince + ",NOW",
@@ -202,7 +202,7 @@ func TestGlueTableIsTheEventSchemaWithPartitionProjection(t *testing.T) {
 		}
 		// Every partition key is projected, and the location template
 		// names each of them.
-		for _, k := range analytics.PartitionKeys {
+		for _, k := range analytics.PartitionKeys() {
 			if params["projection."+k.Name+".type"] == nil || !strings.Contains(mustJSON(params["storage.location.template"]), "${"+k.Name+"}") {
 				t.Errorf("%s: partition key %s is not projected", stage, k.Name)
 			}
@@ -266,7 +266,7 @@ func TestFirehoseWritesDynamicallyPartitionedParquet(t *testing.T) {
 		for _, m := range partitionKeyFromQuery.FindAllStringSubmatch(dest["Prefix"].(string), -1) {
 			keys = append(keys, m[1])
 		}
-		for _, k := range analytics.PartitionKeys {
+		for _, k := range analytics.PartitionKeys() {
 			want = append(want, k.Name)
 		}
 		if !slices.Equal(keys, want) {

@@ -23,7 +23,9 @@ const (
 )
 
 // EventTypes lists every event type (the Glue partition projection's enum).
-var EventTypes = []string{FavoriteAdded, FavoriteRemoved, LikeAdded, LikeRemoved, ScoreSubmitted, ActivityRecorded}
+func EventTypes() []string {
+	return []string{FavoriteAdded, FavoriteRemoved, LikeAdded, LikeRemoved, ScoreSubmitted, ActivityRecorded}
+}
 
 // Table is the Glue table (and the local query view) analysts query.
 const Table = "rally_events"
@@ -61,30 +63,34 @@ type Column struct {
 }
 
 // Columns are the Parquet columns, in file order; they must match Event.
-var Columns = []Column{
-	{"event_id", "string", "deterministic id: the same stream record always yields the same id"},
-	{"schema_version", "int", "version of this schema"},
-	{"occurred_at", "timestamp", "when the event happened (UTC, milliseconds)"},
-	{"user_pid", "string", "pseudonymous user id: HMAC-SHA256 of the user id under a per-user secret, erased with the user"},
-	{"game_id", "string", "favorite.*: the game"},
-	{"post_id", "string", "like.*: the post"},
-	{"board_id", "string", "score.submitted: the leaderboard"},
-	{"period", "string", "score.submitted: the board period (2026-11-21, 2026-W47, 2026-11, all)"},
-	{"score", "bigint", "score.submitted: the submitted score"},
-	{"activity_type", "string", "activity.recorded: DAILY_OPEN, MATCH_PLAYED, MATCH_WON, LEVEL_COMPLETED, SOCIAL_SHARE"},
-	{"points", "bigint", "activity.recorded: points awarded (0 over the daily cap)"},
-	{"streak", "bigint", "activity.recorded: the player's streak after the activity"},
-	{"source", "string", "activity.recorded: mobile_app, web, console"},
-	{"activity_date", "string", "activity.recorded: the date in the player's time zone"},
-	{"region", "string", "activity.recorded: the player's region, when set"},
+func Columns() []Column {
+	return []Column{
+		{"event_id", "string", "deterministic id: the same stream record always yields the same id"},
+		{"schema_version", "int", "version of this schema"},
+		{"occurred_at", "timestamp", "when the event happened (UTC, milliseconds)"},
+		{"user_pid", "string", "pseudonymous user id: HMAC-SHA256 of the user id under a per-user secret, erased with the user"},
+		{"game_id", "string", "favorite.*: the game"},
+		{"post_id", "string", "like.*: the post"},
+		{"board_id", "string", "score.submitted: the leaderboard"},
+		{"period", "string", "score.submitted: the board period (2026-11-21, 2026-W47, 2026-11, all)"},
+		{"score", "bigint", "score.submitted: the submitted score"},
+		{"activity_type", "string", "activity.recorded: DAILY_OPEN, MATCH_PLAYED, MATCH_WON, LEVEL_COMPLETED, SOCIAL_SHARE"},
+		{"points", "bigint", "activity.recorded: points awarded (0 over the daily cap)"},
+		{"streak", "bigint", "activity.recorded: the player's streak after the activity"},
+		{"source", "string", "activity.recorded: mobile_app, web, console"},
+		{"activity_date", "string", "activity.recorded: the date in the player's time zone"},
+		{"region", "string", "activity.recorded: the player's region, when set"},
+	}
 }
 
 // PartitionKeys are the Hive partitions of the S3 layout
 // events/event_type=…/dt=YYYY-MM-DD/hour=HH/ (UTC of occurred_at).
-var PartitionKeys = []Column{
-	{"event_type", "string", "favorite.added, favorite.removed, like.added, like.removed, score.submitted, activity.recorded"},
-	{"dt", "string", "UTC date of occurred_at, YYYY-MM-DD"},
-	{"hour", "string", "UTC hour of occurred_at, 00-23"},
+func PartitionKeys() []Column {
+	return []Column{
+		{"event_type", "string", "favorite.added, favorite.removed, like.added, like.removed, score.submitted, activity.recorded"},
+		{"dt", "string", "UTC date of occurred_at, YYYY-MM-DD"},
+		{"hour", "string", "UTC hour of occurred_at, 00-23"},
+	}
 }
 
 // PartitionPath is the S3 key prefix (below Prefix) of an event's partition.

@@ -86,7 +86,7 @@ func TestFirehoseRecordShape(t *testing.T) {
 	if err := dec.Decode(&rec); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range append(slices.Clone(analytics.Columns), analytics.PartitionKeys...) {
+	for _, c := range append(slices.Clone(analytics.Columns()), analytics.PartitionKeys()...) {
 		if _, ok := rec[c.Name]; !ok {
 			t.Fatalf("record lacks %s: %s", c.Name, data)
 		}
@@ -334,11 +334,11 @@ func TestLocalSinkSchemaIsTheGlueTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields := pf.Schema().Fields()
-	if len(fields) != len(analytics.Columns) {
-		t.Fatalf("%d columns, want %d", len(fields), len(analytics.Columns))
+	if len(fields) != len(analytics.Columns()) {
+		t.Fatalf("%d columns, want %d", len(fields), len(analytics.Columns()))
 	}
 	required := map[string]bool{"event_id": true, "schema_version": true, "occurred_at": true, "user_pid": true}
-	for i, c := range analytics.Columns {
+	for i, c := range analytics.Columns() {
 		fd := fields[i]
 		if fd.Name() != c.Name {
 			t.Fatalf("column %d is %s, want %s", i, fd.Name(), c.Name)

@@ -236,7 +236,7 @@ func (p *CounterProcessor) snapshot(ctx context.Context, now time.Time) {
 		return
 	}
 	for _, kind := range p.Trending {
-		for _, w := range Windows {
+		for _, w := range Windows() {
 			top, err := p.Mirror.ComputeTop(ctx, kind, w, 100, now)
 			if err != nil {
 				p.Log.WarnContext(ctx, "trending snapshot skipped", "kind", kind, "window", w, "error", err.Error())

@@ -29,11 +29,13 @@ const (
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Favorite, Like}
+func Kinds() []Kind {
+	return []Kind{Favorite, Like}
+}
 
 // ParseKind returns the kind named s.
 func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if string(k) == s {
 			return k, nil
 		}
@@ -116,7 +118,9 @@ const (
 )
 
 // Windows lists every trending window.
-var Windows = []Window{Last24h, Last7d, AllTime}
+func Windows() []Window {
+	return []Window{Last24h, Last7d, AllTime}
+}
 
 // Count is a target's count as a reader sees it.
 type Count struct {

@@ -93,13 +93,13 @@ func parseActivity(in activityRequest, user string) (Activity, error) {
 	case in.Source == nil:
 		f.Add("source", "is required")
 	default:
-		for _, s := range Sources {
+		for _, s := range Sources() {
 			if *in.Source == string(s) {
 				a.Source = s
 			}
 		}
 		if a.Source == "" {
-			f.Add("source", "must be one of "+names(Sources))
+			f.Add("source", "must be one of "+names(Sources()))
 		}
 	}
 	if in.Timezone != nil {

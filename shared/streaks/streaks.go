@@ -63,7 +63,9 @@ const (
 )
 
 // Sources lists the accepted sources.
-var Sources = []Source{MobileApp, Web, Console}
+func Sources() []Source {
+	return []Source{MobileApp, Web, Console}
+}
 
 // State is a player's streak record, one item of the Streaks table.
 type State struct {

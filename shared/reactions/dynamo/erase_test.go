@@ -114,7 +114,7 @@ func TestEraseUserDeletesEveryEdgeAndItsDeletionCountsOnce(t *testing.T) {
 	if !maps.Equal(deleted, want) {
 		t.Fatalf("deleted edges %v, want %v", deleted, want)
 	}
-	for _, kind := range reactions.Kinds {
+	for _, kind := range reactions.Kinds() {
 		got, err := edges.Get(ctx, ann, kind, []string{"g1", "g2", "g3", "g4", "g5", "g6", "p1"})
 		if err != nil {
 			t.Fatal(err)
