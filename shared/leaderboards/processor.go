@@ -29,7 +29,7 @@ type Sync interface {
 // dirty and the cache generation bumped: readers use DynamoDB until a
 // later batch or tick rebuilds them.
 type Processor struct {
-	Decode  func(events.DynamoDBEventRecord) (Score, bool, error)
+	Decode  streams.Decoder[Score]
 	Defs    Definitions
 	Scores  Scores
 	Sync    Sync

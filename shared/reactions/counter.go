@@ -44,7 +44,7 @@ type RebuildCursors interface {
 // written, the affected keys are recorded as dirty and the cache generation
 // bumped, so readers fall back to DynamoDB until a later batch repairs them.
 type CounterProcessor struct {
-	Decode   func(events.DynamoDBEventRecord) (Change, bool, error)
+	Decode   streams.Decoder[Change]
 	Counts   Counts
 	Mirror   Sync
 	Gen      cachegen.Generations

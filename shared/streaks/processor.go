@@ -21,7 +21,7 @@ import (
 // state. Scheduled ticks (empty batches) take broken streaks off the
 // boards and rebuild them when Redis lost data or a write.
 type Processor struct {
-	Decode  func(events.DynamoDBEventRecord) (State, bool, error)
+	Decode  streams.Decoder[State]
 	Store   Store
 	Cache   Cache
 	Gen     cachegen.Generations
