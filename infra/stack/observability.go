@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -13,13 +15,21 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streams"
 )
 
 // IteratorAgeThreshold is how far behind its stream a processor may fall
 // before someone is told: counts and leaderboards promise seconds of lag,
 // so minutes of sustained age means a stuck or retrying shard.
 const IteratorAgeThreshold = 2 * time.Minute
+
+// ServerErrorsThreshold is how many 5xx answers one route function may give
+// in 5 minutes before someone is told: a single 503 is a blip of DynamoDB,
+// a handful means the source of truth is failing for that route.
+const ServerErrorsThreshold = 5
 
 // AnalyticsFreshnessThreshold is how old the oldest undelivered analytics
 // event may grow: Firehose holds events up to its buffer interval by
@@ -84,8 +94,29 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
 		}), 1, 1, fn+" failed an invocation (crash, timeout or returned error)")
 	}
+	// Failures the handlers answer themselves are no Lambda errors: the
+	// metrics they emit (shared/api, shared/streams) are what see them.
+	rally := func(fn, metric string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(obs.Namespace),
+			MetricName:    jsii.String(metric),
+			DimensionsMap: &map[string]*string{"Function": props.Functions.Get(fn).FunctionName()},
+			Period:        awscdk.Duration_Minutes(jsii.Number(5)),
+			Statistic:     jsii.String("Sum"),
+		})
+	}
+	processors := props.Processors.Names()
+	for _, fn := range props.Functions.Names() {
+		if slices.Contains(processors, fn) {
+			continue
+		}
+		alarm(routes.Camel(fn)+"ServerErrors", rally(fn, api.MetricServerErrors), ServerErrorsThreshold, 1,
+			fn+" answered "+strconv.Itoa(ServerErrorsThreshold)+" or more requests with a 5xx in 5 minutes (handled: Lambda counts no error)")
+	}
 	for _, fn := range props.Processors.Names() {
 		cid := routes.Camel(fn)
+		alarm(cid+"BatchFailures", rally(fn, streams.MetricBatchFailures), 1, 2,
+			fn+" failed batches (or its scheduled maintenance) in two 5-minute periods running: records are being retried toward the dead-letter queue")
 		alarm(cid+"DlqDepth", props.Processors.DeadLetterQueue(fn).MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
 			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
 		}), 1, 1, fn+" parked a batch in its dead-letter queue: inspect and redrive it")

@@ -8,11 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rallyhq/rally/infra/stack"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
 )
 
 func declaredTables() []schema.Table { return schema.Tables() }
@@ -683,7 +688,7 @@ func mustJSON(v any) string {
 	return string(raw)
 }
 
-func TestAlarmsCoverErrorsDeadLettersAndStreamLag(t *testing.T) {
+func TestAlarmsCoverErrorsHandledFailuresDeadLettersAndStreamLag(t *testing.T) {
 	for stage, s := range both() {
 		topic := s.ref(s.stack.Observability.Topic.TopicArn())
 		check(t, stage+": every alarm notifies the topic", func() {
@@ -700,6 +705,23 @@ func TestAlarmsCoverErrorsDeadLettersAndStreamLag(t *testing.T) {
 			check(t, stage+": errors alarm of "+fn.name, func() {
 				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
 					"Namespace", "AWS/Lambda", "MetricName", "Errors", "Dimensions", dims, "Threshold", 1,
+				))
+			})
+		}
+		// Handled failures are no Lambda errors: Rally's own metrics are.
+		isProcessor := map[string]bool{}
+		for _, p := range s.processors {
+			isProcessor[p.Function] = true
+		}
+		for _, fn := range s.declaredFunctions() {
+			dims := []any{map[string]any{"Name": "Function", "Value": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}}
+			metric, threshold := api.MetricServerErrors, float64(stack.ServerErrorsThreshold)
+			if isProcessor[fn.name] {
+				metric, threshold = streams.MetricBatchFailures, 1
+			}
+			check(t, stage+": handled-failure alarm of "+fn.name, func() {
+				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+					"Namespace", obs.Namespace, "MetricName", metric, "Dimensions", dims, "Statistic", "Sum", "Threshold", threshold,
 				))
 			})
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/obs"
 )
 
 // Handler is the Lambda signature of every HTTP function.
@@ -45,9 +46,15 @@ func Accepted(body any) Response { return Response{Status: http.StatusAccepted, 
 // MaxBodyBytes is the largest request body any route accepts.
 const MaxBodyBytes = 16 << 10
 
+// MetricServerErrors counts the requests a function answered with a 5xx.
+// Serve answers them itself, so Lambda counts no error for them: this
+// metric is what sees a route failing (its alarm is in the CDK stack).
+const MetricServerErrors = "ServerErrors"
+
 // Serve adapts an endpoint to the Lambda handler signature: it builds the
-// Request, maps errors to problems, and logs failures with the request id.
-func Serve(log *slog.Logger, e Endpoint) Handler {
+// Request, maps errors to problems, logs failures with the request id, and
+// counts the 5xx answers in metrics (nil counts nothing).
+func Serve(log *slog.Logger, metrics *obs.Metrics, e Endpoint) Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		req := &Request{Event: ev}
 		resp, err := e(ctx, req)
@@ -59,6 +66,9 @@ func Serve(log *slog.Logger, e Endpoint) Handler {
 			}
 			log.Log(ctx, level, "request failed",
 				"route", ev.RouteKey, "status", resp.Status, "request_id", ev.RequestContext.RequestID, "error", err.Error())
+		}
+		if resp.Status >= 500 {
+			metrics.Count(MetricServerErrors, 1, nil)
 		}
 		return Encode(resp), nil
 	}

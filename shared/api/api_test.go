@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/obs"
 )
 
 func decodeProblem(t *testing.T, resp events.APIGatewayV2HTTPResponse) Problem {
@@ -94,7 +96,8 @@ func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
 		errs.Conflict: 409, errs.TooLarge: 413, errs.KeyReused: 422, errs.RateLimited: 429,
 		errs.Unavailable: 503, errs.Internal: 500,
 	} {
-		h := Serve(log, func(context.Context, *Request) (Response, error) {
+		var emitted bytes.Buffer
+		h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) {
 			return Response{}, &errs.Error{Kind: kind, Detail: "d", Err: errors.New("secret cause"), RetryAfter: 1500 * time.Millisecond}
 		})
 		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{})
@@ -103,6 +106,10 @@ func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
 		}
 		if resp.StatusCode != status {
 			t.Errorf("kind %d: status %d, want %d", kind, resp.StatusCode, status)
+		}
+		// A handled 5xx is no Lambda error: the metric is what sees it.
+		if counted := strings.Contains(emitted.String(), `"`+MetricServerErrors+`":1`); counted != (status >= 500) {
+			t.Errorf("kind %d (%d): server error counted %v; metrics %q", kind, status, counted, emitted.String())
 		}
 		p := decodeProblem(t, resp)
 		if strings.Contains(resp.Body, "secret cause") {

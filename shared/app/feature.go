@@ -60,7 +60,7 @@ func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	serve := api.Serve(b.deps.Log, e)
+	serve := api.Serve(b.deps.Log, b.deps.Metrics, e)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		if ev.RequestContext.RequestID != "" {
 			ctx = obs.WithRequestID(ctx, ev.RequestContext.RequestID)
@@ -76,7 +76,7 @@ func (b *Bound) Stream(p routes.Processor) (h streams.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	return streams.Serve(b.deps.Log, fn), true
+	return streams.Serve(b.deps.Log, b.deps.Metrics, fn), true
 }
 
 // HTTP binds f and returns the Lambda handler of route r, which f must

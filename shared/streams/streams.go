@@ -14,6 +14,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/obs"
+)
+
+// Metric names of failed invocations.
+const (
+	// MetricBatchFailures counts invocations that failed all or part of
+	// their batch (or, on a scheduled tick, their maintenance).
+	MetricBatchFailures = "BatchFailures"
+	// MetricRecordsRetried counts the records such failures leave to the
+	// event source mapping to retry (and finally dead-letter).
+	MetricRecordsRetried = "RecordsRetried"
 )
 
 // Handler is the Lambda signature of every stream processor.
@@ -41,12 +53,17 @@ func (e *PartialError) Unwrap() error { return e.Err }
 // there (and bisect, and finally dead-letter) without replaying what
 // succeeded. An event with no records is a scheduled tick: fn runs its
 // maintenance, and a failure is returned as the invocation's error.
-func Serve(log *slog.Logger, fn BatchFunc) Handler {
+//
+// Every failure is also counted in metrics (nil counts nothing): a batch
+// reported failed is no Lambda error, so MetricBatchFailures and
+// MetricRecordsRetried are what see a processor failing.
+func Serve(log *slog.Logger, metrics *obs.Metrics, fn BatchFunc) Handler {
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		err := fn(ctx, ev.Records)
 		if err == nil {
 			return events.DynamoDBEventResponse{}, nil
 		}
+		metrics.Count(MetricBatchFailures, 1, nil)
 		if len(ev.Records) == 0 {
 			return events.DynamoDBEventResponse{}, err
 		}
@@ -55,6 +72,7 @@ func Serve(log *slog.Logger, fn BatchFunc) Handler {
 		if errors.As(err, &pe) && pe.From >= 0 && pe.From < len(ev.Records) {
 			from = pe.From
 		}
+		metrics.Count(MetricRecordsRetried, len(ev.Records)-from, nil)
 		first := ev.Records[from].Change.SequenceNumber
 		log.ErrorContext(ctx, "stream batch failed",
 			"records", len(ev.Records), "failed_from", from, "sequence_number", first, "error", err.Error())

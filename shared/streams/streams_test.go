@@ -1,14 +1,19 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/obs"
 )
 
 func batch(seqs ...string) events.DynamoDBEvent {
@@ -24,19 +29,27 @@ func batch(seqs ...string) events.DynamoDBEvent {
 func TestServeNamesTheFirstRecordNotApplied(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	for name, tc := range map[string]struct {
-		err  error
-		want []string
+		err     error
+		want    []string
+		retried int
 	}{
-		"success":      {nil, nil},
-		"partial":      {&PartialError{From: 2, Err: errors.New("boom")}, []string{"300"}},
-		"whole batch":  {errors.New("store down"), []string{"100"}},
-		"out of range": {&PartialError{From: 9, Err: errors.New("boom")}, []string{"100"}},
+		"success":      {nil, nil, 0},
+		"partial":      {&PartialError{From: 2, Err: errors.New("boom")}, []string{"300"}, 2},
+		"whole batch":  {errors.New("store down"), []string{"100"}, 4},
+		"out of range": {&PartialError{From: 9, Err: errors.New("boom")}, []string{"100"}, 4},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := Serve(log, func(context.Context, []events.DynamoDBEventRecord) error { return tc.err })
+			var emitted bytes.Buffer
+			h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, []events.DynamoDBEventRecord) error { return tc.err })
 			resp, err := h(context.Background(), batch("100", "200", "300", "400"))
 			if err != nil {
 				t.Fatalf("a function error would replay the whole batch: %v", err)
+			}
+			// A reported failure is no Lambda error: the metrics see it.
+			failed := strings.Contains(emitted.String(), `"`+MetricBatchFailures+`":1`)
+			retried := strings.Contains(emitted.String(), fmt.Sprintf(`"%s":%d`, MetricRecordsRetried, tc.retried))
+			if failed != (tc.err != nil) || (tc.err != nil && !retried) {
+				t.Fatalf("metrics %q for %v", emitted.String(), tc.err)
 			}
 			var got []string
 			for _, f := range resp.BatchItemFailures {
