@@ -397,9 +397,24 @@ var Erasures = Table{
 	Purpose: "erasure requests and their hashed audit records",
 }
 
+// DeadLetters archives every batch a stream processor parked, with its
+// records, the moment it is parked: a stream keeps records 24 hours, and
+// an on-failure destination receives only where the batch was. Per batch,
+// one summary item (pk dlq#{function}, sk {archived_at}#{id}) and its
+// records in gzip'd JSON chunks (pk batch#{id}, sk {chunk}), so a batch of
+// a thousand records stays under DynamoDB's item size. A redrive replays
+// the records from here and removes the batch.
+var DeadLetters = Table{
+	Name:         "DeadLetters",
+	PartitionKey: Key{AttrPK, String},
+	SortKey:      &Key{AttrSK, String},
+	TTLAttribute: TTL,
+	Purpose:      "parked stream batches with their records, for redrive after the stream's retention",
+}
+
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -1,0 +1,373 @@
+// Package deadletters keeps the batches stream processors parked, with
+// their records, in the DeadLetters table. A DynamoDB stream keeps records
+// for 24 hours, and the on-failure destination of an event source mapping
+// receives only where a parked batch was (shard, sequence range), so the
+// records are read from the stream and archived here the moment a batch is
+// parked; a redrive replays them from here, whenever it comes.
+package deadletters
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// Batch is one parked batch.
+type Batch struct {
+	// ID identifies the batch: the same function, shard and sequence
+	// range always give the same ID, so archiving it twice (a redelivered
+	// on-failure message) keeps one copy.
+	ID       string `json:"id"`
+	Function string `json:"function"`
+	// Source is the logical name of the table whose stream it came from.
+	Source    string `json:"source"`
+	StreamARN string `json:"stream_arn"`
+	ShardID   string `json:"shard_id"`
+	First     string `json:"first_sequence_number"`
+	Last      string `json:"last_sequence_number"`
+	Size      int    `json:"records"`
+	// Reason is why it was parked: RetryAttemptsExhausted or
+	// MaximumRecordAgeExceeded, as Lambda names it.
+	Reason string `json:"reason"`
+	// Error is the last failure, when known.
+	Error      string    `json:"error,omitempty"`
+	ParkedAt   time.Time `json:"parked_at"`
+	ArchivedAt time.Time `json:"archived_at"`
+	// Attempts counts the redrives that did not apply the whole batch.
+	Attempts int `json:"redrive_attempts"`
+}
+
+// BatchID is the ID of the batch of function from first to last in shard.
+func BatchID(function, shard, first, last string) string {
+	sum := sha256.Sum256([]byte(function + "\x00" + shard + "\x00" + first + "\x00" + last))
+	return hex.EncodeToString(sum[:12])
+}
+
+// Retention is how long an archived batch is kept when nobody redrives it.
+const Retention = 30 * 24 * time.Hour
+
+// chunkBytes bounds one chunk of compressed records, well under
+// DynamoDB's 400 KB item size.
+const chunkBytes = 300 << 10
+
+// ErrNotFound means no batch of that function has that ID.
+var ErrNotFound = errors.New("deadletters: no such parked batch")
+
+// Archive is the DeadLetters table.
+type Archive struct {
+	DB    ddb.DB
+	Table string
+	Clock clock.Clock
+}
+
+// Item kinds, by pk prefix.
+const (
+	summaryPrefix = "dlq#"
+	chunkPrefix   = "batch#"
+)
+
+type summaryItem struct {
+	PK      string `dynamodbav:"pk"`
+	SK      string `dynamodbav:"sk"`
+	Batch   string `dynamodbav:"batch"` // the Batch as JSON
+	Chunks  int    `dynamodbav:"chunks"`
+	Expires int64  `dynamodbav:"expires_at"`
+}
+
+type chunkItem struct {
+	PK      string `dynamodbav:"pk"`
+	SK      string `dynamodbav:"sk"`
+	Data    []byte `dynamodbav:"data"`
+	Expires int64  `dynamodbav:"expires_at"`
+}
+
+func summaryKey(function string, archivedAt time.Time, id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		schema.AttrPK: ddb.S(summaryPrefix + function),
+		schema.AttrSK: ddb.S(ddb.FormatTime(archivedAt) + "#" + id),
+	}
+}
+
+func chunkSK(i int) string { return fmt.Sprintf("%06d", i) }
+
+// Put archives b with its records. The records are written before the
+// summary, so a listed batch always has them; archiving a batch already
+// archived (same ID) changes nothing.
+func (a *Archive) Put(ctx context.Context, b Batch, records []events.DynamoDBEventRecord) (Batch, error) {
+	if b.ID == "" {
+		b.ID = BatchID(b.Function, b.ShardID, b.First, b.Last)
+	}
+	if existing, err := a.Get(ctx, b.Function, b.ID); err == nil {
+		return existing, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return Batch{}, err
+	}
+	now := clock.Now(a.Clock)
+	if b.ArchivedAt.IsZero() {
+		b.ArchivedAt = now
+	}
+	b.Size = len(records)
+	expires := now.Add(Retention).Unix()
+	chunks, err := pack(records)
+	if err != nil {
+		return Batch{}, fmt.Errorf("deadletters: pack %s of %s: %w", b.ID, b.Function, err)
+	}
+	reqs := make([]types.WriteRequest, len(chunks))
+	for i, c := range chunks {
+		item, err := attributevalue.MarshalMap(chunkItem{PK: chunkPrefix + b.ID, SK: chunkSK(i), Data: c, Expires: expires})
+		if err != nil {
+			return Batch{}, fmt.Errorf("deadletters: encode chunk: %w", err)
+		}
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return Batch{}, fmt.Errorf("deadletters: archive records of %s: %w", b.ID, err)
+	}
+	if err := a.putSummary(ctx, b, len(chunks), expires); err != nil {
+		return Batch{}, err
+	}
+	return b, nil
+}
+
+func (a *Archive) putSummary(ctx context.Context, b Batch, chunks int, expires int64) error {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("deadletters: encode batch: %w", err)
+	}
+	key := summaryKey(b.Function, b.ArchivedAt, b.ID)
+	item, err := attributevalue.MarshalMap(summaryItem{
+		PK: key[schema.AttrPK].(*types.AttributeValueMemberS).Value, SK: key[schema.AttrSK].(*types.AttributeValueMemberS).Value,
+		Batch: string(body), Chunks: chunks, Expires: expires,
+	})
+	if err != nil {
+		return fmt.Errorf("deadletters: encode batch: %w", err)
+	}
+	if _, err := a.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(a.Table), Item: item}); err != nil {
+		return fmt.Errorf("deadletters: archive %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// List returns the batches of function still parked, oldest first.
+func (a *Archive) List(ctx context.Context, function string) ([]Batch, error) {
+	e := ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(summaryPrefix + function))))
+	in := ddb.QueryInput(a.Table, e)
+	in.ConsistentRead = aws.Bool(true)
+	var out []Batch
+	for {
+		page, err := a.DB.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("deadletters: list %s: %w", function, err)
+		}
+		for _, raw := range page.Items {
+			b, _, err := decodeSummary(raw)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+func decodeSummary(raw map[string]types.AttributeValue) (Batch, int, error) {
+	var it summaryItem
+	if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+		return Batch{}, 0, fmt.Errorf("deadletters: decode batch: %w", err)
+	}
+	var b Batch
+	if err := json.Unmarshal([]byte(it.Batch), &b); err != nil {
+		return Batch{}, 0, fmt.Errorf("deadletters: decode batch %s: %w", it.SK, err)
+	}
+	return b, it.Chunks, nil
+}
+
+// Get returns one parked batch of function.
+func (a *Archive) Get(ctx context.Context, function, id string) (Batch, error) {
+	batches, err := a.List(ctx, function)
+	if err != nil {
+		return Batch{}, err
+	}
+	for _, b := range batches {
+		if b.ID == id {
+			return b, nil
+		}
+	}
+	return Batch{}, ErrNotFound
+}
+
+// Records returns the records of a parked batch, in stream order.
+func (a *Archive) Records(ctx context.Context, b Batch) ([]events.DynamoDBEventRecord, error) {
+	e := ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(chunkPrefix + b.ID))))
+	in := ddb.QueryInput(a.Table, e)
+	in.ConsistentRead = aws.Bool(true)
+	var records []events.DynamoDBEventRecord
+	for {
+		page, err := a.DB.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("deadletters: read records of %s: %w", b.ID, err)
+		}
+		for _, raw := range page.Items {
+			var c chunkItem
+			if err := attributevalue.UnmarshalMap(raw, &c); err != nil {
+				return nil, fmt.Errorf("deadletters: decode chunk of %s: %w", b.ID, err)
+			}
+			part, err := unpack(c.Data)
+			if err != nil {
+				return nil, fmt.Errorf("deadletters: chunk %s of %s: %w", c.SK, b.ID, err)
+			}
+			records = append(records, part...)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	if len(records) != b.Size {
+		return nil, fmt.Errorf("deadletters: batch %s has %d of its %d records", b.ID, len(records), b.Size)
+	}
+	return records, nil
+}
+
+// Retry records a redrive that applied the records before from and not
+// the rest: the batch keeps only those, with the error.
+func (a *Archive) Retry(ctx context.Context, b Batch, records []events.DynamoDBEventRecord, from int, cause error) (Batch, error) {
+	rest := records[from:]
+	next := b
+	next.ID = BatchID(b.Function, b.ShardID, rest[0].Change.SequenceNumber, b.Last)
+	next.First = rest[0].Change.SequenceNumber
+	next.Attempts++
+	if cause != nil {
+		next.Error = cause.Error()
+	}
+	if next.ID == b.ID {
+		// The same range failed again: rewrite its summary in place.
+		chunks, err := a.chunks(ctx, b)
+		if err != nil {
+			return Batch{}, err
+		}
+		return next, a.putSummary(ctx, next, chunks, clock.Now(a.Clock).Add(Retention).Unix())
+	}
+	next.ArchivedAt = b.ArchivedAt
+	if _, err := a.Put(ctx, next, rest); err != nil {
+		return Batch{}, err
+	}
+	return next, a.Remove(ctx, b)
+}
+
+func (a *Archive) chunks(ctx context.Context, b Batch) (int, error) {
+	out, err := a.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(a.Table), Key: summaryKey(b.Function, b.ArchivedAt, b.ID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("deadletters: read %s: %w", b.ID, err)
+	}
+	if out.Item == nil {
+		return 0, ErrNotFound
+	}
+	_, n, err := decodeSummary(out.Item)
+	return n, err
+}
+
+// Remove deletes a batch: its summary first, so it is never listed
+// without its records, then the records.
+func (a *Archive) Remove(ctx context.Context, b Batch) error {
+	n, err := a.chunks(ctx, b)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := a.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(a.Table), Key: summaryKey(b.Function, b.ArchivedAt, b.ID),
+	}); err != nil {
+		return fmt.Errorf("deadletters: remove %s: %w", b.ID, err)
+	}
+	reqs := make([]types.WriteRequest, n)
+	for i := range n {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(chunkPrefix + b.ID), schema.AttrSK: ddb.S(chunkSK(i)),
+		}}}
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return fmt.Errorf("deadletters: remove records of %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// pack encodes records as gzip'd JSON arrays of at most chunkBytes each.
+func pack(records []events.DynamoDBEventRecord) ([][]byte, error) {
+	var chunks [][]byte
+	for start := 0; start < len(records); {
+		// Grow the chunk while it fits; a single record that does not fit
+		// alone still gets a chunk of its own.
+		end := start + 1
+		best, err := gz(records[start:end])
+		if err != nil {
+			return nil, err
+		}
+		for end < len(records) {
+			next := min(len(records), end+max(1, (end-start)))
+			c, err := gz(records[start:next])
+			if err != nil {
+				return nil, err
+			}
+			if len(c) > chunkBytes {
+				break
+			}
+			best, end = c, next
+		}
+		chunks = append(chunks, best)
+		start = end
+	}
+	return chunks, nil
+}
+
+func gz(records []events.DynamoDBEventRecord) ([]byte, error) {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(w).Encode(records); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func unpack(data []byte) ([]events.DynamoDBEventRecord, error) {
+	r, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var records []events.DynamoDBEventRecord
+	return records, json.Unmarshal(raw, &records)
+}
