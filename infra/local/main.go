@@ -77,7 +77,7 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration) {
 	fmt.Fprintf(w, "  API          %s  (%d routes, OpenAPI at %s/openapi.json)\n", info.URL, info.Routes, info.URL)
 	fmt.Fprintf(w, "  DynamoDB     %s\n", ddb)
 	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)
-	fmt.Fprintf(w, "  processors   %s (stream pollers; DLQ in %s/dlq)\n", strings.Join(info.Processors, ", "), info.StateDir)
+	fmt.Fprintf(w, "  processors   %s (stream pollers; parked batches in the DeadLetters table)\n", strings.Join(info.Processors, ", "))
 	fmt.Fprintf(w, "  analytics    %s/analytics/\n", info.StateDir)
 	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
 	if len(info.Unbound) > 0 {

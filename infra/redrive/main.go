@@ -26,6 +26,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rallyhq/rally/shared/streamread"
+
+	"github.com/rallyhq/rally/shared/deadletters"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -87,13 +91,13 @@ func run(ctx context.Context, stage, only string, replay bool, max int) error {
 			}
 			for _, m := range msgs.Messages {
 				handled++
-				parked, err := ParseParked(aws.ToString(m.Body))
+				parked, err := deadletters.ParseParked(aws.ToString(m.Body))
 				if err != nil {
 					fmt.Printf("%s\tmessage %s: %v\n", fn, aws.ToString(m.MessageId), err)
 					continue
 				}
 				b := parked.BatchInfo
-				fmt.Printf("%s\t%s\tshard %s\t%s..%s\t%d records\tfirst arrived %s\t%s\n", fn, streamTable(b.StreamARN), b.ShardID,
+				fmt.Printf("%s\t%s\tshard %s\t%s..%s\t%d records\tfirst arrived %s\t%s\n", fn, streamread.TableOf(b.StreamARN), b.ShardID,
 					b.StartSequenceNumber, b.EndSequenceNumber, b.BatchSize, b.ApproximateArrivalOfFirstRecord, parked.RequestContext.Condition)
 				if !replay {
 					continue
@@ -124,17 +128,6 @@ func processorFunctions(ps []routes.Processor) []string {
 		}
 	}
 	return out
-}
-
-// streamTable is the table a stream ARN belongs to
-// (arn:aws:dynamodb:region:account:table/<name>/stream/<label>).
-func streamTable(arn string) string {
-	_, rest, ok := strings.Cut(arn, ":table/")
-	if !ok {
-		return arn
-	}
-	name, _, _ := strings.Cut(rest, "/")
-	return name
 }
 
 // describe reads the stack's outputs and its processors' function names.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rallyhq/rally/shared/deadletters"
+
 	"github.com/rallyhq/rally/shared/reactions"
 	rdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 
@@ -15,9 +17,9 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
-	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streamread"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -29,7 +31,7 @@ const onFailure = `{"requestContext":{"requestId":"c9b8fa9f-5a7f-4e3c-8e3a-11111
 "DDBStreamBatchInfo":{"shardId":"shardId-00000001","startSequenceNumber":"100","endSequenceNumber":"300","approximateArrivalOfFirstRecord":"2026-11-22T09:59:00Z","approximateArrivalOfLastRecord":"2026-11-22T09:59:01Z","batchSize":3,"streamArn":"arn:aws:dynamodb:us-east-1:123456789012:table/Reactions/stream/2026-11-22T00:00:00.000"}}`
 
 func TestParseParkedReadsLambdasOnFailureRecord(t *testing.T) {
-	p, err := ParseParked(onFailure)
+	p, err := deadletters.ParseParked(onFailure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestParseParkedReadsLambdasOnFailureRecord(t *testing.T) {
 		t.Fatalf("parsed %+v", p)
 	}
 	for _, bad := range []string{"", "{}", `{"requestContext":{}}`, "not json"} {
-		if _, err := ParseParked(bad); err == nil {
+		if _, err := deadletters.ParseParked(bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
@@ -138,16 +140,5 @@ func TestEachProcessorFunctionIsVisitedOnce(t *testing.T) {
 	}
 	if !seen[routes.AnalyticsShipper.Function] {
 		t.Errorf("the analytics shipper is not a processor: %v", got)
-	}
-}
-
-func TestStreamTableNamesTheStreamsTable(t *testing.T) {
-	for arn, want := range map[string]string{
-		"arn:aws:dynamodb:us-east-1:123456789012:table/Rally-dev-DataReactions-1A2B/stream/2026-11-22T00:00:00.000": "Rally-dev-DataReactions-1A2B",
-		"not an arn": "not an arn",
-	} {
-		if got := streamTable(arn); got != want {
-			t.Errorf("streamTable(%q) = %q, want %q", arn, got, want)
-		}
 	}
 }

@@ -79,7 +79,7 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 			proc.MaxRecordAge = 30 * 24 * time.Hour
 			p.Processors = []routes.Processor{proc}
 		},
-		want: []string{"counter-processor: MaxRecordAge 720h0m0s must be 1m-168h"},
+		want: []string{"counter-processor: MaxRecordAge 720h0m0s must be 1m-12h0m0s"},
 	}, {
 		name: "route using an undeclared table",
 		change: func(p *stack.Props) {

@@ -255,8 +255,9 @@ func validate(p Props) error {
 		if proc.MaxRetries < 0 || proc.MaxRetries > 10000 {
 			bad("processor %s: MaxRetries %d must be 0-10000", proc.Function, proc.MaxRetries)
 		}
-		if proc.MaxRecordAge < time.Minute || proc.MaxRecordAge > 7*24*time.Hour {
-			bad("processor %s: MaxRecordAge %s must be 1m-168h", proc.Function, proc.MaxRecordAge)
+		if proc.MaxRecordAge < time.Minute || proc.MaxRecordAge > routes.MaxParkAge {
+			bad("processor %s: MaxRecordAge %s must be 1m-%s (a parked batch must still be in the stream for its archiver)",
+				proc.Function, proc.MaxRecordAge, routes.MaxParkAge)
 		}
 		if proc.BatchSize < 1 || proc.BatchSize > 10000 {
 			bad("processor %s: BatchSize %d must be 1-10000", proc.Function, proc.BatchSize)

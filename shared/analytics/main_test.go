@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
-	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/analytics"
 	lbdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	rdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
 	sdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
+	"github.com/rallyhq/rally/shared/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
 

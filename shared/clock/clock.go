@@ -26,6 +26,14 @@ func (System) Now() time.Time { return time.Now().UTC() }
 type Settable struct {
 	mu     sync.Mutex
 	offset time.Duration
+	// changes are the offsets it had, from the wall-clock time each was
+	// set on, oldest first (for At).
+	changes []change
+}
+
+type change struct {
+	from   time.Time
+	offset time.Duration
 }
 
 // NewSettable returns a clock that starts at the wall-clock time.
@@ -42,14 +50,35 @@ func (s *Settable) Now() time.Time {
 func (s *Settable) Set(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.offset = time.Until(t)
+	s.shift(time.Until(t))
 }
 
 // Advance moves the clock forward by d (backward when d is negative).
 func (s *Settable) Advance(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.offset += d
+	s.shift(s.offset + d)
+}
+
+func (s *Settable) shift(offset time.Duration) {
+	s.offset = offset
+	s.changes = append(s.changes, change{from: time.Now(), offset: offset})
+}
+
+// At is what the clock read at wall-clock time wall: what a timestamp
+// taken by something that does not know this clock (DynamoDB Local's
+// stream records, say) means on it.
+func (s *Settable) At(wall time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var offset time.Duration
+	for _, c := range s.changes {
+		if c.from.After(wall) {
+			break
+		}
+		offset = c.offset
+	}
+	return wall.UTC().Add(offset)
 }
 
 // Fixed is a clock that always returns the same instant; for tests.

@@ -84,6 +84,14 @@ const (
 	ProcessorTimeout = 60 * time.Second
 )
 
+// StreamRetention is how long a DynamoDB stream keeps a record; MaxParkAge
+// is the oldest a record may be when its batch is parked, which leaves the
+// archiver half the retention to read it back.
+const (
+	StreamRetention = 24 * time.Hour
+	MaxParkAge      = StreamRetention / 2
+)
+
 // Processor is a Lambda fed by a table's stream through an event source
 // mapping. A Lambda that reads several streams is declared once per stream,
 // with the same Function: one function, one mapping per declaration.
@@ -97,7 +105,9 @@ type Processor struct {
 	BatchSize   int32
 	BatchWindow time.Duration
 	// MaxRetries and MaxRecordAge bound how long a failing batch blocks its
-	// shard before it is sent to the dead-letter queue.
+	// shard before it is sent to the dead-letter queue. MaxRecordAge is at
+	// most MaxParkAge, so a parked batch's records are still in the stream
+	// when the dlq-archiver reads them (shared/deadletters).
 	MaxRetries   int32
 	MaxRecordAge time.Duration
 	// Tick is how often the processor is also invoked with no records (a
@@ -333,7 +343,7 @@ func analyticsShipper(source schema.Table) Processor {
 		BatchSize:    1000,
 		BatchWindow:  5 * time.Second,
 		MaxRetries:   10,
-		MaxRecordAge: 24 * time.Hour,
+		MaxRecordAge: 6 * time.Hour,
 	}
 }
 

@@ -90,7 +90,7 @@ func TestProcessorSettingsAreDeployable(t *testing.T) {
 		if p.Tick%time.Minute != 0 {
 			t.Errorf("%s: tick %v is not a whole number of minutes", p.Function, p.Tick)
 		}
-		if p.BatchSize < 1 || p.BatchSize > 10000 || p.MaxRetries < 0 || p.MaxRetries > 10000 || p.MaxRecordAge <= 0 {
+		if p.BatchSize < 1 || p.BatchSize > 10000 || p.MaxRetries < 0 || p.MaxRetries > 10000 || p.MaxRecordAge <= 0 || p.MaxRecordAge > MaxParkAge {
 			t.Errorf("%s: batch size, retries or record age out of the event source mapping's range", p.Function)
 		}
 	}

@@ -4,7 +4,8 @@
 // way Lambda does: about four polls a second, batch size and batching
 // window, ReportBatchItemFailures (retry from the first failed sequence
 // number), bisect on error, bounded retries with exponential backoff, a
-// maximum record age, and an on-failure destination (a local DLQ file).
+// maximum record age, and an on-failure destination (the local stack
+// archives what it receives, as the dlq-archiver does in AWS).
 // Shards are read in parallel, each in order, one batch at a time.
 package poller
 
@@ -21,11 +22,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -37,9 +37,12 @@ type Options struct {
 	// Table is the physical name of the processor's source table.
 	Table   string
 	DB      *dynamodb.Client
-	Streams *dynamodbstreams.Client
-	// DLQ receives batches whose retries or record age are exhausted.
-	DLQ *DLQ
+	Streams streamread.Client
+	// OnFailure is the on-failure destination: it receives where each
+	// batch whose retries or record age are exhausted was (the record an
+	// event source mapping sends its destination, without the records).
+	// The local stack archives them, as the dlq-archiver does in AWS.
+	OnFailure func(context.Context, streamread.Parked) error
 	// Region fills awsRegion when the stream does not say (default us-east-1).
 	Region string
 	// AccountID is used in the function ARN (default 000000000000).
@@ -86,8 +89,8 @@ type shard struct {
 
 // New prepares a poller; Run starts it.
 func New(opts Options) (*Poller, error) {
-	if opts.Handler == nil || opts.DB == nil || opts.Streams == nil || opts.DLQ == nil || opts.Table == "" {
-		return nil, errors.New("poller: Handler, DB, Streams, DLQ and Table are required")
+	if opts.Handler == nil || opts.DB == nil || opts.Streams == nil || opts.OnFailure == nil || opts.Table == "" {
+		return nil, errors.New("poller: Handler, DB, Streams, OnFailure and Table are required")
 	}
 	if opts.Region == "" {
 		opts.Region = "us-east-1"
@@ -312,7 +315,7 @@ func (p *Poller) deliver(ctx context.Context, sh *shard, batch []events.DynamoDB
 		a := queue[0]
 		queue = queue[1:]
 		if proc.MaxRecordAge > 0 && time.Since(created(a.records[0])) > proc.MaxRecordAge {
-			p.park(sh, a, streamread.MaximumRecordAgeExceeded)
+			p.park(ctx, sh, a, streamread.MaximumRecordAgeExceeded)
 			continue
 		}
 		resp, err := invoke(ctx, p.opts.Handler, a.records)
@@ -345,7 +348,7 @@ func (p *Poller) deliver(ctx context.Context, sh *shard, batch []events.DynamoDB
 			first.records, second.records = rest.records[:half], rest.records[half:]
 			queue = append([]attempt{first, second}, queue...)
 		case rest.retries >= int(proc.MaxRetries):
-			p.park(sh, rest, streamread.RetryAttemptsExhausted)
+			p.park(ctx, sh, rest, streamread.RetryAttemptsExhausted)
 		default:
 			p.backoff(ctx, rest.retries)
 			rest.retries++
@@ -378,7 +381,7 @@ func (p *Poller) done(n int) {
 	p.broadcast()
 }
 
-func (p *Poller) park(sh *shard, a attempt, condition string) {
+func (p *Poller) park(ctx context.Context, sh *shard, a attempt, condition string) {
 	entry := streamread.Parked{
 		RequestContext: streamread.RequestContext{
 			RequestID:              newUUID(),
@@ -390,19 +393,16 @@ func (p *Poller) park(sh *shard, a attempt, condition string) {
 		Version:         "1.0",
 		Timestamp:       time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		BatchInfo:       batchInfo(sh.id, p.streamARN, a.records),
-		Records:         a.records,
-		Error:           a.lastErr,
 	}
 	if a.fnError {
 		entry.ResponseContext.FunctionError = "Unhandled"
 	}
-	if err := p.opts.DLQ.Park(p.Function(), entry); err != nil {
+	p.opts.Log.Error("batch parked", "function", p.Function(), "shard", sh.id,
+		"condition", condition, "records", len(a.records), "error", a.lastErr)
+	if err := p.opts.OnFailure(context.WithoutCancel(ctx), entry); err != nil {
 		// Nowhere left to put it: say so loudly rather than block the shard.
-		p.opts.Log.Error("could not park failed batch; records dropped", "function", p.Function(),
+		p.opts.Log.Error("could not archive the parked batch", "function", p.Function(),
 			"shard", sh.id, "records", len(a.records), "error", err.Error())
-	} else {
-		p.opts.Log.Error("batch sent to the DLQ", "function", p.Function(), "shard", sh.id,
-			"condition", condition, "records", len(a.records), "dlq", p.opts.DLQ.file(p.Function()))
 	}
 	p.done(len(a.records))
 }
@@ -465,12 +465,6 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// Redrive replays the processor's parked batches through its handler and
-// keeps only those that still fail.
-func (p *Poller) Redrive(ctx context.Context) (RedriveResult, error) {
-	return p.opts.DLQ.Redrive(ctx, p.Function(), p.opts.Handler)
 }
 
 func (p *Poller) isPaused() bool {
@@ -601,4 +595,10 @@ func (p *Poller) Status() Status {
 		s.LastBatchAt = &t
 	}
 	return s
+}
+
+// Invoke runs the processor's handler with records once, with the
+// function's timeout, as Lambda's Invoke would (a redrive).
+func (p *Poller) Invoke(ctx context.Context, records []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
+	return invoke(ctx, p.opts.Handler, records)
 }

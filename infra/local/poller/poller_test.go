@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +20,10 @@ import (
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
-	"github.com/rallyhq/rally/infra/streamread"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -77,24 +77,42 @@ func (rec *recorder) snapshot() (applied []string, invocations [][]string) {
 }
 
 type rig struct {
-	t     *testing.T
-	db    *dynamodb.Client
-	table string
-	p     *poller.Poller
-	dlq   *poller.DLQ
+	t        *testing.T
+	db       *dynamodb.Client
+	names    schema.Names
+	endpoint string
+	table    string
+	p        *poller.Poller
+	dest     *destination
+}
+
+// destination is an on-failure destination: it keeps what it is sent.
+type destination struct {
+	mu     sync.Mutex
+	parked []streamread.Parked
+}
+
+func (d *destination) receive(_ context.Context, p streamread.Parked) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.parked = append(d.parked, p)
+	return nil
+}
+
+func (d *destination) received() []streamread.Parked {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.parked)
 }
 
 func newRig(t *testing.T, proc routes.Processor, handler streams.Handler) *rig {
 	t.Helper()
 	db, names, endpoint := testenv.DynamoDB(t)
-	dlq, err := poller.NewDLQ(filepath.Join(t.TempDir(), "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dest := &destination{}
 	proc.Source = schema.Reactions
 	p, err := poller.New(poller.Options{
 		Processor: proc, Handler: handler, Table: names.Of(schema.Reactions),
-		DB: db, Streams: testenv.StreamsClient(endpoint), DLQ: dlq,
+		DB: db, Streams: testenv.StreamsClient(endpoint), OnFailure: dest.receive,
 		RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
 	})
 	if err != nil {
@@ -109,7 +127,7 @@ func newRig(t *testing.T, proc routes.Processor, handler streams.Handler) *rig {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &rig{t: t, db: db, table: names.Of(schema.Reactions), p: p, dlq: dlq}
+	return &rig{t: t, db: db, names: names, endpoint: endpoint, table: names.Of(schema.Reactions), p: p, dest: dest}
 }
 
 // put writes item edge with attribute v; every put is one stream record.
@@ -280,13 +298,9 @@ func TestAPoisonRecordIsParkedAfterBoundedRetriesAndTheRestFlows(t *testing.T) {
 		t.Errorf("the poison record was tried alone %d times, want %d (1 + %d retries); invocations %v", alone, retries+1, retries, invocations)
 	}
 
-	all, err := r.dlq.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	parked := all["fake-processor"]
+	parked := r.dest.received()
 	if len(parked) != 1 {
-		t.Fatalf("parked %d batches: %+v", len(parked), all)
+		t.Fatalf("the destination received %d batches: %+v", len(parked), parked)
 	}
 	pk := parked[0]
 	if pk.RequestContext.Condition != streamread.RetryAttemptsExhausted || pk.RequestContext.ApproximateInvokeCount < retries+1 ||
@@ -299,32 +313,46 @@ func TestAPoisonRecordIsParkedAfterBoundedRetriesAndTheRestFlows(t *testing.T) {
 		bi.ShardID == "" || !strings.Contains(bi.StreamARN, "/stream/") || bi.ApproximateArrivalOfFirstRecord == "" {
 		t.Errorf("DDBStreamBatchInfo %+v", bi)
 	}
-	if len(pk.Records) != 1 || label(pk.Records[0]) != "bad=1" || pk.Records[0].Change.SequenceNumber != bi.StartSequenceNumber {
-		t.Errorf("parked records %+v", pk.Records)
-	}
-	raw, err := os.ReadFile(filepath.Join(r.dlq.Dir(), "fake-processor.jsonl"))
-	if err != nil || !strings.Contains(string(raw), `"DDBStreamBatchInfo"`) {
-		t.Errorf("DLQ file: %v %s", err, raw)
+	if raw, err := json.Marshal(pk); err != nil || !strings.Contains(string(raw), `"DDBStreamBatchInfo"`) {
+		t.Errorf("on-failure record as JSON: %v %s", err, raw)
 	}
 
-	// Once the processor is fixed, a redrive applies the record and
-	// empties the queue.
+	// The archiver reads the batch back from the stream; once the
+	// processor is fixed, a redrive applies the record and nothing stays
+	// parked.
+	ctx := context.Background()
+	archive := &deadletters.Archive{DB: r.db, Table: r.names.Of(schema.DeadLetters)}
+	archiver := &deadletters.Archiver{
+		Streams: testenv.StreamsClient(r.endpoint), Archive: archive, Region: testenv.Region,
+		Function: func(arn string) (string, bool) { return deadletters.FunctionName(arn), true },
+	}
+	b, err := archiver.Park(ctx, pk)
+	if err != nil || b.Size != 1 || b.Function != "fake-processor" || b.Reason != streamread.RetryAttemptsExhausted {
+		t.Fatalf("archived %+v, %v", b, err)
+	}
+	if recs, err := archive.Records(ctx, b); err != nil || len(recs) != 1 || label(recs[0]) != "bad=1" {
+		t.Fatalf("archived records %+v %v", recs, err)
+	}
 	rec.mu.Lock()
 	poisoned = false
 	rec.mu.Unlock()
-	res, err := r.dlq.Redrive(context.Background(), "fake-processor", rec.handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Redriven != 1 || res.Succeeded != 1 || res.Remaining != 0 {
-		t.Errorf("redrive %+v", res)
+	outcomes, err := archive.Redrive(ctx, pollerInvoker{r.p}, "fake-processor", "")
+	if err != nil || len(outcomes) != 1 || !outcomes[0].Done() {
+		t.Fatalf("redrive %+v %v", outcomes, err)
 	}
 	if applied, _ := rec.snapshot(); applied[len(applied)-1] != "bad=1" {
 		t.Errorf("redrive did not apply the record: %v", applied)
 	}
-	if n, _ := r.dlq.Depth("fake-processor"); n != 0 {
-		t.Errorf("DLQ depth after redrive = %d", n)
+	if left, _ := archive.List(ctx, "fake-processor"); len(left) != 0 {
+		t.Errorf("still parked after the redrive: %+v", left)
 	}
+}
+
+// pollerInvoker invokes the poller's processor, as Lambda's Invoke would.
+type pollerInvoker struct{ p *poller.Poller }
+
+func (i pollerInvoker) Invoke(ctx context.Context, _ string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return i.p.Invoke(ctx, ev.Records)
 }
 
 func TestABatchingWindowHoldsALoneRecord(t *testing.T) {
@@ -346,13 +374,9 @@ func TestABatchingWindowHoldsALoneRecord(t *testing.T) {
 
 func TestATableWithoutAStreamIsReportedNotAwaitedForever(t *testing.T) {
 	db, names, endpoint := testenv.DynamoDB(t)
-	dlq, err := poller.NewDLQ(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := poller.New(poller.Options{
 		Processor: processor(10, 0), Table: names.Of(schema.Counters), DB: db,
-		Streams: testenv.StreamsClient(endpoint), DLQ: dlq,
+		Streams: testenv.StreamsClient(endpoint), OnFailure: (&destination{}).receive,
 		Handler: (&recorder{}).handle,
 	})
 	if err != nil {

@@ -3,17 +3,20 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
-	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
@@ -118,8 +121,8 @@ func (s *Stack) health(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	for _, p := range s.pollers {
-		depth, _ := s.dlq.Depth(p.Function())
-		h.Processors = append(h.Processors, ProcessorInfo{Status: p.Status(), DLQBatches: depth})
+		parked, _ := s.archive.List(ctx, p.Function())
+		h.Processors = append(h.Processors, ProcessorInfo{Status: p.Status(), DLQBatches: len(parked)})
 	}
 	return writeJSON(w, status, h)
 }
@@ -223,21 +226,14 @@ func (s *Stack) setClock(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.clockState())
 }
 
-type parkedBatch struct {
-	Function string `json:"function"`
-	streamread.Parked
-}
-
-func (s *Stack) listDLQ(w http.ResponseWriter, _ *http.Request) error {
-	all, err := s.dlq.List()
-	if err != nil {
-		return err
-	}
-	out := []parkedBatch{}
+func (s *Stack) listDLQ(w http.ResponseWriter, r *http.Request) error {
+	out := []deadletters.Batch{}
 	for _, p := range s.eachFunction() {
-		for _, b := range all[p.Function()] {
-			out = append(out, parkedBatch{Function: p.Function(), Parked: b})
+		parked, err := s.archive.List(r.Context(), p.Function())
+		if err != nil {
+			return err
 		}
+		out = append(out, parked...)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "batches": out})
 }
@@ -245,6 +241,7 @@ func (s *Stack) listDLQ(w http.ResponseWriter, _ *http.Request) error {
 func (s *Stack) redrive(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		Function string `json:"function"`
+		Batch    string `json:"batch_id"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -254,23 +251,23 @@ func (s *Stack) redrive(w http.ResponseWriter, r *http.Request) error {
 			return errs.Field("function", "is not a running stream processor")
 		}
 	}
-	results := []poller.RedriveResult{}
+	results := []deadletters.Outcome{}
 	for _, p := range s.eachFunction() {
 		if req.Function != "" && p.Function() != req.Function {
 			continue
 		}
-		res, err := p.Redrive(r.Context())
-		if err != nil {
+		done, err := s.archive.Redrive(r.Context(), s.invoker(), p.Function(), req.Batch)
+		if err != nil && !(errors.Is(err, deadletters.ErrNotFound) && req.Function == "") {
 			return err
 		}
-		results = append(results, res)
+		results = append(results, done...)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"results": results})
 }
 
 // eachFunction returns one poller per processor function: a function that
-// reads several streams has one poller per stream but one DLQ, as in AWS
-// it has one dead-letter queue per function.
+// reads several streams has one poller per stream but one dead-letter
+// queue, as in AWS.
 func (s *Stack) eachFunction() []*poller.Poller {
 	var out []*poller.Poller
 	seen := map[string]bool{}
@@ -297,4 +294,18 @@ func (s *Stack) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(openapi.JSON())
+}
+
+// invoker runs a processor's handler in process, where Lambda's Invoke
+// runs it in AWS.
+func (s *Stack) invoker() deadletters.Invoker { return localInvoker{s} }
+
+type localInvoker struct{ s *Stack }
+
+func (l localInvoker) Invoke(ctx context.Context, function string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	p, err := l.s.poller(function)
+	if err != nil {
+		return events.DynamoDBEventResponse{}, err
+	}
+	return p.Invoke(ctx, ev.Records)
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -38,8 +39,10 @@ import (
 	"github.com/rallyhq/rally/shared/app/all"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -65,7 +68,7 @@ type Options struct {
 	Persist bool
 	// RedisURL uses this Redis; empty starts an embedded miniredis.
 	RedisURL string
-	// StateDir holds dlq/, analytics/ and the persisted database
+	// StateDir holds analytics/ and the persisted database
 	// (default .local).
 	StateDir string
 	// Tables names the physical tables; empty means schema.NamesFromEnv
@@ -88,6 +91,12 @@ type Options struct {
 	// TickEvery is how often each processor with a Tick is invoked with no
 	// records (default 1s).
 	TickEvery time.Duration
+	// StreamRetention, when set, is how long the streams keep records, by
+	// the stack's clock (DynamoDB Streams keep them 24 hours): moving the
+	// clock past it makes older records unreadable, as in AWS. Zero keeps
+	// every record, as DynamoDB Local does, so moving the clock by days
+	// (streaks, periods) loses nothing still in flight.
+	StreamRetention time.Duration
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
@@ -111,7 +120,9 @@ type Stack struct {
 	bound     *app.Bound
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
-	dlq       *poller.DLQ
+	archive   *deadletters.Archive
+	streams   streamread.Retained
+	archiver  *deadletters.Archiver
 	pollers   []*poller.Poller
 	unbound   []string
 	server    *http.Server
@@ -145,7 +156,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			_ = s.Close()
 		}
 	}()
-	for _, dir := range []string{"dlq", "analytics"} {
+	for _, dir := range []string{"analytics"} {
 		if err := os.MkdirAll(filepath.Join(s.stateDir, dir), 0o755); err != nil {
 			return nil, fmt.Errorf("stack: create %s: %w", dir, err)
 		}
@@ -198,9 +209,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	gw, err := s.gateway()
 	if err != nil {
-		return nil, err
-	}
-	if s.dlq, err = poller.NewDLQ(filepath.Join(s.stateDir, "dlq")); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -328,10 +336,30 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 }
 
 func (s *Stack) startPollers(ctx context.Context) error {
-	sc := dynamodbstreams.New(dynamodbstreams.Options{
-		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-	})
+	retention := s.opts.StreamRetention
+	sc := streamread.Retained{
+		Client: dynamodbstreams.New(dynamodbstreams.Options{
+			Region: Region, BaseEndpoint: aws.String(s.ddbURL),
+			Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		}),
+		// A record is gone once the stack's clock is past its creation
+		// (as the clock read then) by the retention.
+		Gone: func(created time.Time) bool {
+			return retention > 0 && s.clock.Now().Sub(s.clock.At(created)) > retention
+		},
+	}
+	s.streams = sc
+	s.archive = &deadletters.Archive{DB: s.db, Table: s.names.Of(schema.DeadLetters), Clock: s.clock}
+	// What the on-failure destinations receive, the archiver archives, as
+	// the dlq-archiver does with the dead-letter queues in AWS.
+	s.archiver = &deadletters.Archiver{
+		Streams: sc, Archive: s.archive, Region: Region, Log: s.log, Metrics: s.deps.Metrics,
+		Function: func(arn string) (string, bool) {
+			name := deadletters.FunctionName(arn)
+			return name, slices.ContainsFunc(routes.Processors(), func(p routes.Processor) bool { return p.Function == name })
+		},
+		Source: func(arn string) string { return tableOfStream(arn, s.names) },
+	}
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
 		if !ok {
@@ -342,7 +370,11 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		}
 		p, err := poller.New(poller.Options{
 			Processor: proc, Handler: h, Table: s.names.Of(proc.Source),
-			DB: s.db, Streams: sc, DLQ: s.dlq, Region: Region, AccountID: authorizer.AccountID,
+			DB: s.db, Streams: sc, Region: Region, AccountID: authorizer.AccountID,
+			OnFailure: func(ctx context.Context, p streamread.Parked) error {
+				_, err := s.archiver.Park(ctx, p)
+				return err
+			},
 			RetryBase: s.opts.RetryBase, RetryMax: s.opts.RetryMax, Log: s.log,
 		})
 		if err != nil {
@@ -407,8 +439,12 @@ func (s *Stack) Tables() schema.Names { return s.names }
 // JWT is the local identity provider.
 func (s *Stack) JWT() *authorizer.JWT { return s.jwt }
 
-// DLQ is the pollers' dead-letter queue.
-func (s *Stack) DLQ() *poller.DLQ { return s.dlq }
+// Streams reads the tables' streams as the pollers do: only what the
+// stream retention (by the stack's clock) still holds.
+func (s *Stack) Streams() streamread.Client { return s.streams }
+
+// DeadLetters is the archive of parked batches.
+func (s *Stack) DeadLetters() *deadletters.Archive { return s.archive }
 
 // Token mints a one-hour player token for sub.
 func (s *Stack) Token(sub string) (string, error) {
@@ -559,4 +595,15 @@ func (s *Stack) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// tableOfStream is the logical name of the table a stream ARN belongs to.
+func tableOfStream(arn string, names schema.Names) string {
+	physical := streamread.TableOf(arn)
+	for _, t := range schema.Tables() {
+		if names.Of(t) == physical {
+			return t.Name
+		}
+	}
+	return physical
 }

@@ -22,7 +22,10 @@ import (
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streamread"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -218,14 +221,16 @@ func TestTokensFromTheLocalIssuerOpenPlayerRoutes(t *testing.T) {
 	}
 }
 
-// A processor that fails every record: the batch ends in the DLQ (visible in
-// the console and in health), and a redrive after the fix empties it.
-func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
+// A processor that fails every record: the batch is parked, archived with
+// its records (visible in the console and in health), and a redrive after
+// the fix applies it from the archive even once the stream no longer holds
+// it, and empties the archive.
+func TestFailedBatchesAreParkedArchivedAndRedriven(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	var mu sync.Mutex
 	var applied []string
-	s := testenv.Stack(t, stack.Options{Processors: map[string]streams.Handler{
+	s := testenv.Stack(t, stack.Options{StreamRetention: routes.StreamRetention, Processors: map[string]streams.Handler{
 		routes.CounterProcessor.Function: func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 			if broken.Load() {
 				return events.DynamoDBEventResponse{}, errors.New("counter store unavailable")
@@ -243,21 +248,12 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 	waitIdle(t, s)
 
 	var list struct {
-		Count   int `json:"count"`
-		Batches []struct {
-			Function       string `json:"function"`
-			RequestContext struct {
-				Condition string `json:"condition"`
-			} `json:"requestContext"`
-			BatchInfo struct {
-				BatchSize int `json:"batchSize"`
-			} `json:"DDBStreamBatchInfo"`
-			Records []events.DynamoDBEventRecord `json:"records"`
-		} `json:"batches"`
+		Count   int                 `json:"count"`
+		Batches []deadletters.Batch `json:"batches"`
 	}
 	c.json("GET", "/_local/dlq", "", nil, 200, &list)
-	if list.Count != 1 || list.Batches[0].Function != routes.CounterProcessor.Function ||
-		list.Batches[0].RequestContext.Condition != "RetryAttemptsExhausted" || len(list.Batches[0].Records) != 1 {
+	if list.Count != 1 || list.Batches[0].Function != routes.CounterProcessor.Function || list.Batches[0].Source != schema.Reactions.Name ||
+		list.Batches[0].Reason != "RetryAttemptsExhausted" || list.Batches[0].Size != 1 || list.Batches[0].First != list.Batches[0].Last {
 		t.Fatalf("dlq %+v", list)
 	}
 	var h stack.Health
@@ -266,33 +262,27 @@ func TestFailedBatchesAreParkedListedAndRedriven(t *testing.T) {
 		t.Fatalf("health does not show the parked batch: %+v", h.Processors)
 	}
 
+	// A day and more later the stream no longer holds the batch...
+	parked := list.Batches[0]
+	s.Clock().Advance(25 * time.Hour)
+	_, err := streamread.ReadRange(context.Background(), s.Streams(), streamread.BatchInfo{
+		StreamARN: parked.StreamARN, ShardID: parked.ShardID, StartSequenceNumber: parked.First, EndSequenceNumber: parked.Last,
+	}, stack.Region)
+	if !errors.Is(err, streamread.ErrExpired) {
+		t.Fatalf("reading the parked range after the retention: %v, want ErrExpired", err)
+	}
+	// ... and the redrive replays it from the archive.
 	broken.Store(false)
 	var rd struct {
-		Results []struct {
-			Function             string
-			Succeeded, Remaining int
-		} `json:"results"`
+		Results []deadletters.Outcome `json:"results"`
 	}
 	c.json("POST", "/_local/dlq/redrive", "", nil, 200, &rd)
-	for _, r := range rd.Results {
-		want := 0
-		if r.Function == routes.CounterProcessor.Function {
-			want = 1
-		}
-		if r.Succeeded != want || r.Remaining != 0 {
-			t.Fatalf("redrive %+v", rd)
-		}
-	}
-	processorFunctions := map[string]bool{}
-	for _, p := range routes.Processors() {
-		processorFunctions[p.Function] = true
-	}
-	if len(rd.Results) != len(processorFunctions) {
-		t.Fatalf("redrive reports %d processors: %+v", len(rd.Results), rd)
+	if len(rd.Results) != 1 || !rd.Results[0].Done() || rd.Results[0].Batch != parked.ID {
+		t.Fatalf("redrive %+v", rd)
 	}
 	mu.Lock()
-	if len(applied) != 1 || applied[0] != list.Batches[0].Records[0].Change.SequenceNumber {
-		t.Errorf("applied %v after redrive", applied)
+	if len(applied) != 1 || applied[0] != parked.First {
+		t.Errorf("applied %v after redrive, want %s", applied, parked.First)
 	}
 	mu.Unlock()
 	c.json("GET", "/_local/dlq", "", nil, 200, &list)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rallyhq/rally/shared/streamread"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -32,13 +34,14 @@ type streamDecoder struct {
 func decodeStream(t *testing.T, r rig) *streamDecoder {
 	t.Helper()
 	d := &streamDecoder{t: t}
-	dlq, err := poller.NewDLQ(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	d.p, err = poller.New(poller.Options{
 		Processor: routes.Processor{Function: "streak-decoder", Source: schema.Streaks, BatchSize: 100, MaxRetries: 1, MaxRecordAge: time.Hour},
-		Handler:   d.handle, Table: r.names.Of(schema.Streaks), DB: r.db, Streams: testenv.StreamsClient(r.endpoint), DLQ: dlq,
+		Handler:   d.handle, Table: r.names.Of(schema.Streaks), DB: r.db, Streams: testenv.StreamsClient(r.endpoint),
+		OnFailure: func(_ context.Context, p streamread.Parked) error {
+			t.Errorf("the decoder parked a batch: %+v", p.BatchInfo)
+			return nil
+		},
 		PollInterval: 20 * time.Millisecond,
 	})
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
-	"github.com/rallyhq/rally/infra/streamread"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streamread"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -199,5 +199,16 @@ func TestATableWithoutAStreamHasNoStreamARN(t *testing.T) {
 	db, names, _ := testenv.DynamoDB(t)
 	if arn, err := streamread.StreamARN(context.Background(), db, names.Of(schema.Counters)); err == nil || !strings.Contains(err.Error(), "no stream") {
 		t.Fatalf("StreamARN = %q, %v; want a missing-stream error", arn, err)
+	}
+}
+
+func TestTableOfNamesTheStreamsTable(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:dynamodb:us-east-1:123456789012:table/Rally-dev-DataReactions-1A2B/stream/2026-11-22T00:00:00.000": "Rally-dev-DataReactions-1A2B",
+		"not an arn": "not an arn",
+	} {
+		if got := streamread.TableOf(arn); got != want {
+			t.Errorf("TableOf(%q) = %q, want %q", arn, got, want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 package streamread
 
-import "github.com/aws/aws-lambda-go/events"
+import "strings"
 
 // Conditions under which a batch is parked, as Lambda names them.
 const (
@@ -9,18 +9,15 @@ const (
 )
 
 // Parked is one dead-lettered batch: the invocation record Lambda sends to
-// an on-failure destination for a DynamoDB stream (which the redrive
-// command reads from SQS), plus (a local addition of the local stack's
-// DLQ) the records themselves and the last error, so a local redrive can
-// replay them without going back to the stream.
+// an on-failure destination for a DynamoDB stream. It says where the batch
+// was, not what it held: the records must be read from the stream (for 24
+// hours) and are archived at once (shared/deadletters).
 type Parked struct {
-	RequestContext  RequestContext               `json:"requestContext"`
-	ResponseContext ResponseContext              `json:"responseContext"`
-	Version         string                       `json:"version"`
-	Timestamp       string                       `json:"timestamp"`
-	BatchInfo       BatchInfo                    `json:"DDBStreamBatchInfo"`
-	Records         []events.DynamoDBEventRecord `json:"records"`
-	Error           string                       `json:"error,omitempty"`
+	RequestContext  RequestContext  `json:"requestContext"`
+	ResponseContext ResponseContext `json:"responseContext"`
+	Version         string          `json:"version"`
+	Timestamp       string          `json:"timestamp"`
+	BatchInfo       BatchInfo       `json:"DDBStreamBatchInfo"`
 }
 
 // RequestContext identifies the failed invocation.
@@ -47,4 +44,16 @@ type BatchInfo struct {
 	ApproximateArrivalOfLastRecord  string `json:"approximateArrivalOfLastRecord"`
 	BatchSize                       int    `json:"batchSize"`
 	StreamARN                       string `json:"streamArn"`
+}
+
+// TableOf is the physical name of the table a stream ARN belongs to
+// (arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>), or the
+// ARN itself when it is no stream ARN.
+func TableOf(streamARN string) string {
+	_, rest, ok := strings.Cut(streamARN, ":table/")
+	if !ok {
+		return streamARN
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
 }
