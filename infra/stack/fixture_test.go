@@ -26,6 +26,7 @@ type synthesized struct {
 	// routes and processors are the declarations the stack was built from.
 	routes     []routes.Route
 	processors []routes.Processor
+	consumers  []routes.Consumer
 	// resources is the template's Resources section, for checks the
 	// assertions matchers cannot express (e.g. comparing two resources).
 	resources map[string]resource
@@ -145,7 +146,8 @@ func synthesize(s *stack.Stack, rs []routes.Route, ps []routes.Processor) (out *
 		return nil, err
 	}
 	return &synthesized{
-		stack: s, template: template, routes: rs, processors: ps, resources: doc.Resources, outputs: doc.Outputs,
+		stack: s, template: template, routes: rs, processors: ps, consumers: routes.Consumers(),
+		resources: doc.Resources, outputs: doc.Outputs,
 	}, nil
 }
 

@@ -39,6 +39,7 @@ type FunctionsProps struct {
 	BuildDir     string
 	Routes       []routes.Route
 	Processors   []routes.Processor
+	Consumers    []routes.Consumer
 	Data         *Data
 	Cache        *Cache
 	Analytics    *Analytics
@@ -54,6 +55,8 @@ type Functions struct {
 	// CursorSecret holds the key that signs pagination cursors.
 	CursorSecret awssecretsmanager.Secret
 	byName       map[string]awslambda.Function
+	routes       []string
+	consumers    []string
 }
 
 // spec is what a route and a processor have in common for their function.
@@ -83,10 +86,16 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 		if !added[r.Function] {
 			added[r.Function] = true
 			f.add(props, spec{name: r.Function, description: r.Key() + ": " + r.Summary, uses: r.Uses, timeout: routes.RouteTimeout})
+			f.routes = append(f.routes, r.Function)
 		}
 	}
 	for _, p := range processorSpecs(props.Processors) {
 		f.add(props, p)
+	}
+	// Consumers last: one that acts on the processors is told their names.
+	for _, c := range props.Consumers {
+		f.add(props, spec{name: c.Function, description: "queue consumer: " + c.Summary, uses: c.Uses, timeout: routes.ProcessorTimeout})
+		f.consumers = append(f.consumers, c.Function)
 	}
 	return f
 }
@@ -159,6 +168,12 @@ func (f *Functions) Get(fn string) awslambda.Function {
 	return l
 }
 
+// Routes lists the functions that serve routes, in declaration order.
+func (f *Functions) Routes() []string { return f.routes }
+
+// Consumers lists the queue consumers, in declaration order.
+func (f *Functions) Consumers() []string { return f.consumers }
+
 // Names lists the function names in a stable order.
 func (f *Functions) Names() []string {
 	names := make([]string, 0, len(f.byName))
@@ -223,6 +238,11 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	if s.uses.Analytics {
 		env["RALLY_FIREHOSE_STREAM"] = props.Analytics.StreamName
 	}
+	if s.uses.Processors {
+		for _, p := range props.Processors {
+			env[routes.FunctionEnvVar(p.Function)] = f.Get(p.Function).FunctionName()
+		}
+	}
 	writes := map[string]bool{}
 	for _, t := range s.uses.Writes {
 		writes[t.Name] = true
@@ -244,6 +264,9 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	}
 	if s.uses.Analytics {
 		props.Analytics.GrantPutRecords(fn)
+	}
+	for _, t := range s.uses.Streams {
+		props.Data.Table(t).GrantStreamRead(fn)
 	}
 	suppress(role, "IAM5", "Only actions without resource-level permissions use Resource '*': "+
 		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streams"
@@ -105,13 +105,29 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 			Statistic:     jsii.String("Sum"),
 		})
 	}
-	processors := props.Processors.Names()
-	for _, fn := range props.Functions.Names() {
-		if slices.Contains(processors, fn) {
-			continue
-		}
+	for _, fn := range props.Functions.Routes() {
 		alarm(routes.Camel(fn)+"ServerErrors", rally(fn, api.MetricServerErrors), ServerErrorsThreshold, 1,
 			fn+" answered "+strconv.Itoa(ServerErrorsThreshold)+" or more requests with a 5xx in 5 minutes (handled: Lambda counts no error)")
+	}
+	for _, consumer := range props.Functions.Consumers() {
+		for _, fn := range props.Processors.Names() {
+			parked := func(metric string) awscloudwatch.IMetric {
+				return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+					Namespace:  jsii.String(obs.Namespace),
+					MetricName: jsii.String(metric),
+					DimensionsMap: &map[string]*string{
+						"Function": props.Functions.Get(consumer).FunctionName(), "Processor": jsii.String(fn),
+					},
+					Period:    awscdk.Duration_Minutes(jsii.Number(5)),
+					Statistic: jsii.String("Sum"),
+				})
+			}
+			cid := routes.Camel(fn)
+			alarm(cid+"Parked", parked(deadletters.MetricArchived), 1, 1,
+				fn+" parked a batch; it is archived with its records: fix the cause, then redrive it")
+			alarm(cid+"ParkedLost", parked(deadletters.MetricLost), 1, 1,
+				fn+" parked a batch the stream no longer held when it was archived: its records are lost")
+		}
 	}
 	for _, fn := range props.Processors.Names() {
 		cid := routes.Camel(fn)

@@ -24,8 +24,12 @@ const dlqRetention = 14 * 24 * time.Hour
 // ProcessorsProps configures the stream processors.
 type ProcessorsProps struct {
 	Processors []routes.Processor
-	Functions  *Functions
-	Data       *Data
+	// Archiver, when set, is the function every dead-letter queue feeds
+	// (the dlq-archiver): it archives each parked batch with its records
+	// while the stream still holds them.
+	Archiver  string
+	Functions *Functions
+	Data      *Data
 	// Protect keeps the dead-letter queues, and the batches parked in them,
 	// when the stack is deleted.
 	Protect bool
@@ -71,6 +75,17 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 		// takes a mapping per stream.
 		fn.AddEventSource(source)
 	}
+	if props.Archiver != "" {
+		archiver := props.Functions.Get(props.Archiver)
+		for _, name := range p.Names() {
+			archiver.AddEventSource(awslambdaeventsources.NewSqsEventSource(p.dlqs[name], &awslambdaeventsources.SqsEventSourceProps{
+				BatchSize: jsii.Number(10),
+				// A message the archiver cannot archive stays in its queue
+				// (and keeps the queue's depth alarm on) for another try.
+				ReportBatchItemFailures: jsii.Bool(true),
+			}))
+		}
+	}
 	return p
 }
 
@@ -84,6 +99,9 @@ func (p *Processors) newFunction(proc routes.Processor, fn awslambda.Function, p
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: seconds(dlqRetention),
 		RemovalPolicy:   removal(protect),
+		// Six times the archiver's timeout, as Lambda advises for a queue
+		// a function consumes.
+		VisibilityTimeout: seconds(6 * routes.ProcessorTimeout),
 	})
 	suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
 		proc.Function+"'s event source mappings.")

@@ -64,10 +64,12 @@ type Props struct {
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
 
-	// Routes, Processors and Tables default to routes.All(),
-	// routes.Processors() and schema.Tables(); tests replace them.
+	// Routes, Processors, Consumers and Tables default to routes.All(),
+	// routes.Processors(), routes.Consumers() and schema.Tables(); tests
+	// replace them.
 	Routes     []routes.Route
 	Processors []routes.Processor
+	Consumers  []routes.Consumer
 	Tables     []schema.Table
 }
 
@@ -117,6 +119,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		BuildDir:     props.BuildDir,
 		Routes:       props.Routes,
 		Processors:   props.Processors,
+		Consumers:    props.Consumers,
 		Data:         s.Data,
 		Cache:        s.Cache,
 		Analytics:    s.Analytics,
@@ -134,6 +137,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	})
 	s.Processors = NewProcessors(s.Stack, "Processors", ProcessorsProps{
 		Processors: props.Processors,
+		Archiver:   archiverOf(props.Consumers),
 		Functions:  s.Functions,
 		Data:       s.Data,
 		Protect:    props.Protect,
@@ -149,12 +153,26 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	return s, nil
 }
 
+// archiverOf is the dlq-archiver among consumers, "" when it is not
+// deployed (a test stack).
+func archiverOf(consumers []routes.Consumer) string {
+	for _, c := range consumers {
+		if c.Function == routes.DlqArchiver.Function {
+			return c.Function
+		}
+	}
+	return ""
+}
+
 func withDefaults(p Props) Props {
 	if p.Routes == nil {
 		p.Routes = routes.All()
 	}
 	if p.Processors == nil {
 		p.Processors = routes.Processors()
+	}
+	if p.Consumers == nil {
+		p.Consumers = routes.Consumers()
 	}
 	if p.Tables == nil {
 		p.Tables = schema.Tables()
@@ -224,6 +242,14 @@ func validate(p Props) error {
 		routeKeys[r.Key()] = true
 		if r.Auth != routes.Player && r.Auth != routes.Service {
 			bad("route %s has no auth kind", r.Key())
+		}
+	}
+	for _, c := range p.Consumers {
+		checkUses(c.Function, c.Uses)
+		for _, t := range c.Uses.Streams {
+			if !declared[t.Name].Stream {
+				bad("consumer %s reads the stream of %s, which has none", c.Function, t.Name)
+			}
 		}
 	}
 	readers := map[string][]string{}

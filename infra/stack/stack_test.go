@@ -14,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -60,6 +61,10 @@ func (s *synthesized) declaredFunctions() []fnSpec {
 		f.uses.Analytics = f.uses.Analytics || p.Uses.Analytics
 		f.sources = append(f.sources, p.Source)
 		f.mappings++
+	}
+	for _, c := range s.consumers {
+		// A consumer reads the streams it names itself, with no mapping.
+		out = append(out, fnSpec{name: c.Function, uses: c.Uses, sources: c.Uses.Streams})
 	}
 	return out
 }
@@ -258,9 +263,31 @@ func TestApiLogsEveryRequest(t *testing.T) {
 
 func TestStreamProcessorsAreBoundedAndDeadLettered(t *testing.T) {
 	for stage, s := range both() {
-		mappings := s.ofType("AWS::Lambda::EventSourceMapping")
+		var mappings, fromQueues []resource
+		for _, m := range s.ofType("AWS::Lambda::EventSourceMapping") {
+			if _, ok := m.Properties["StartingPosition"]; ok {
+				mappings = append(mappings, m)
+			} else {
+				fromQueues = append(fromQueues, m)
+			}
+		}
 		if len(mappings) != len(s.processors) {
-			t.Errorf("%s: %d event source mappings, want %d (one per processor)", stage, len(mappings), len(s.processors))
+			t.Errorf("%s: %d stream event source mappings, want %d (one per processor)", stage, len(mappings), len(s.processors))
+		}
+		// Every dead-letter queue feeds the archiver, which archives each
+		// parked batch with its records while the stream holds them.
+		archiver := s.functionID(routes.DlqArchiver.Function)
+		queues := map[string]bool{}
+		for _, m := range fromQueues {
+			if logicalID(m.Properties["FunctionName"]) != archiver || m.Properties["FunctionResponseTypes"] == nil {
+				t.Errorf("%s: a queue mapping %v does not feed the archiver reporting item failures", stage, m.Properties)
+			}
+			queues[mustJSON(m.Properties["EventSourceArn"])] = true
+		}
+		for _, p := range s.processorFunctions() {
+			if q := mustJSON(s.ref(s.stack.Processors.DeadLetterQueue(p.Function).QueueArn())); !queues[q] {
+				t.Errorf("%s: the dead-letter queue of %s feeds no archiver", stage, p.Function)
+			}
 		}
 		perStream := map[string]int{}
 		for _, m := range mappings {
@@ -713,7 +740,23 @@ func TestAlarmsCoverErrorsHandledFailuresDeadLettersAndStreamLag(t *testing.T) {
 		for _, p := range s.processors {
 			isProcessor[p.Function] = true
 		}
+		for _, p := range s.processorFunctions() {
+			dims := []any{
+				map[string]any{"Name": "Function", "Value": s.ref(s.stack.Functions.Get(routes.DlqArchiver.Function).FunctionName())},
+				map[string]any{"Name": "Processor", "Value": p.Function},
+			}
+			for _, metric := range []string{deadletters.MetricArchived, deadletters.MetricLost} {
+				check(t, stage+": "+metric+" alarm of "+p.Function, func() {
+					s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
+						"Namespace", obs.Namespace, "MetricName", metric, "Dimensions", dims, "Threshold", 1,
+					))
+				})
+			}
+		}
 		for _, fn := range s.declaredFunctions() {
+			if slices.ContainsFunc(s.consumers, func(c routes.Consumer) bool { return c.Function == fn.name }) {
+				continue
+			}
 			dims := []any{map[string]any{"Name": "Function", "Value": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}}
 			metric, threshold := api.MetricServerErrors, float64(stack.ServerErrorsThreshold)
 			if isProcessor[fn.name] {

@@ -24,6 +24,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/redis/go-redis/v9"
 
@@ -175,6 +176,15 @@ func (d *Deps) Generations(scope string) *cachegen.Tracker {
 		DB: d.DB, Table: d.Table(schema.Counters), Redis: d.Redis, Scope: scope,
 		CheckEvery: d.Config.CacheCheckEvery,
 	}
+}
+
+// Streams reads the tables' DynamoDB streams.
+func (d *Deps) Streams() *dynamodbstreams.Client {
+	return dynamodbstreams.NewFromConfig(d.AWS, func(o *dynamodbstreams.Options) {
+		if d.Config.DynamoDBEndpoint != "" {
+			o.BaseEndpoint = aws.String(d.Config.DynamoDBEndpoint)
+		}
+	})
 }
 
 // Limiter counts requests against rate limits in Redis.

@@ -19,11 +19,16 @@ type Feature struct {
 	Bind func(d *Deps) Handlers
 }
 
-// Handlers are bound endpoints and stream processors, by function name.
+// Handlers are bound endpoints, stream processors and queue consumers, by
+// function name.
 type Handlers struct {
 	Endpoints  map[string]api.Endpoint
 	Processors map[string]streams.BatchFunc
+	Consumers  map[string]QueueHandler
 }
+
+// QueueHandler is the Lambda signature of a queue consumer.
+type QueueHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
 // Bound is what a set of features serves over one Deps.
 type Bound struct {
@@ -34,7 +39,9 @@ type Bound struct {
 // Bind binds features over d. A function bound twice is an error: each
 // function belongs to one feature.
 func (d *Deps) Bind(features ...Feature) (*Bound, error) {
-	b := &Bound{deps: d, handlers: Handlers{Endpoints: map[string]api.Endpoint{}, Processors: map[string]streams.BatchFunc{}}}
+	b := &Bound{deps: d, handlers: Handlers{
+		Endpoints: map[string]api.Endpoint{}, Processors: map[string]streams.BatchFunc{}, Consumers: map[string]QueueHandler{},
+	}}
 	for _, f := range features {
 		h := f.Bind(d)
 		for fn, e := range h.Endpoints {
@@ -48,6 +55,12 @@ func (d *Deps) Bind(features ...Feature) (*Bound, error) {
 				return nil, fmt.Errorf("app: %s is bound twice (again by %s)", fn, f.Name)
 			}
 			b.handlers.Processors[fn] = p
+		}
+		for fn, c := range h.Consumers {
+			if _, dup := b.handlers.Consumers[fn]; dup {
+				return nil, fmt.Errorf("app: %s is bound twice (again by %s)", fn, f.Name)
+			}
+			b.handlers.Consumers[fn] = c
 		}
 	}
 	return b, nil
@@ -77,6 +90,23 @@ func (b *Bound) Stream(p routes.Processor) (h streams.Handler, ok bool) {
 		return nil, false
 	}
 	return streams.Serve(b.deps.Log, b.deps.Metrics, fn), true
+}
+
+// Queue returns the Lambda handler of consumer c; ok is false when no
+// bound feature serves it.
+func (b *Bound) Queue(c routes.Consumer) (h QueueHandler, ok bool) {
+	h, ok = b.handlers.Consumers[c.Function]
+	return h, ok
+}
+
+// Queue binds f and returns the Lambda handler of consumer c, which f must
+// serve: what a queue consumer's main starts.
+func (d *Deps) Queue(f Feature, c routes.Consumer) QueueHandler {
+	h, ok := mustBind(d, f, c.Feature, c.Function).Queue(c)
+	if !ok {
+		panic(fmt.Sprintf("app: feature %s binds no consumer %s", f.Name, c.Function))
+	}
+	return h
 }
 
 // HTTP binds f and returns the Lambda handler of route r, which f must

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -53,6 +54,11 @@ type Config struct {
 	// AnalyticsDir receives the analytics export as Parquet files when no
 	// FirehoseStream is set (the local stack: .local/analytics).
 	AnalyticsDir string
+	// Functions maps deployed function names to declared ones (e.g.
+	// Rally-prod-CounterProcessor… → counter-processor), for functions
+	// that act on other functions (the dlq-archiver); empty means the
+	// deployed names are the declared ones (the local stack).
+	Functions map[string]string
 }
 
 // Limits are per-minute request budgets; 0 disables a budget.
@@ -78,6 +84,12 @@ func FromEnv() (Config, error) {
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
+		Functions:        map[string]string{},
+	}
+	for _, fn := range routes.Functions() {
+		if deployed := os.Getenv(routes.FunctionEnvVar(fn)); deployed != "" {
+			c.Functions[deployed] = fn
+		}
 	}
 	var err error
 	if c.RedisCluster, err = boolEnv("RALLY_REDIS_CLUSTER", false); err != nil {

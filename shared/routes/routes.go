@@ -47,6 +47,7 @@ const (
 	Streaks      Feature = "streaks"
 	Analytics    Feature = "analytics"
 	Privacy      Feature = "privacy"
+	Operations   Feature = "operations"
 )
 
 // Uses lists what a function touches; the CDK stack grants exactly this.
@@ -59,6 +60,12 @@ type Uses struct {
 	// Analytics is true when the function sends events to the analytics
 	// delivery stream (Firehose).
 	Analytics bool
+	// Streams are tables whose streams the function reads itself (not
+	// through an event source mapping).
+	Streams []schema.Table
+	// Processors is true when the function needs every stream
+	// processor's deployed name (RALLY_FUNCTION_<NAME>).
+	Processors bool
 }
 
 // Route is one HTTP endpoint served by one Lambda function.
@@ -413,6 +420,47 @@ func Processors() []Processor {
 	}
 }
 
+// Consumer is a Lambda fed by SQS queues.
+type Consumer struct {
+	Function string
+	Feature  Feature
+	Summary  string
+	Uses     Uses
+}
+
+// DlqArchiver archives every batch a processor parks: it is fed by every
+// processor's dead-letter queue, whose messages say only where the batch
+// was, and reads the records from the stream while it still holds them.
+var DlqArchiver = Consumer{
+	Function: "dlq-archiver",
+	Feature:  Operations,
+	Summary:  "Archives each parked stream batch with its records, read from the stream while it holds them",
+	Uses: Uses{
+		Writes:     []schema.Table{schema.DeadLetters},
+		Streams:    streamTables(),
+		Processors: true,
+	},
+}
+
+// Consumers lists every queue consumer.
+func Consumers() []Consumer { return []Consumer{DlqArchiver} }
+
+func streamTables() []schema.Table {
+	var out []schema.Table
+	for _, t := range schema.Tables() {
+		if t.Stream {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// FunctionEnvVar is the environment variable that carries the deployed
+// name of function (RALLY_FUNCTION_COUNTER_PROCESSOR).
+func FunctionEnvVar(function string) string {
+	return "RALLY_FUNCTION_" + strings.ToUpper(strings.ReplaceAll(function, "-", "_"))
+}
+
 // Functions returns the name of every Lambda function, routes then
 // processors, each once.
 func Functions() []string {
@@ -426,6 +474,9 @@ func Functions() []string {
 		if !slices.Contains(names, p.Function) {
 			names = append(names, p.Function)
 		}
+	}
+	for _, c := range Consumers() {
+		names = append(names, c.Function)
 	}
 	return names
 }

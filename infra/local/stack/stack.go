@@ -8,6 +8,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -122,7 +122,6 @@ type Stack struct {
 	iam       *authorizer.IAM
 	archive   *deadletters.Archive
 	streams   streamread.Retained
-	archiver  *deadletters.Archiver
 	pollers   []*poller.Poller
 	unbound   []string
 	server    *http.Server
@@ -350,15 +349,11 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	}
 	s.streams = sc
 	s.archive = &deadletters.Archive{DB: s.db, Table: s.names.Of(schema.DeadLetters), Clock: s.clock}
-	// What the on-failure destinations receive, the archiver archives, as
-	// the dlq-archiver does with the dead-letter queues in AWS.
-	s.archiver = &deadletters.Archiver{
-		Streams: sc, Archive: s.archive, Region: Region, Log: s.log, Metrics: s.deps.Metrics,
-		Function: func(arn string) (string, bool) {
-			name := deadletters.FunctionName(arn)
-			return name, slices.ContainsFunc(routes.Processors(), func(p routes.Processor) bool { return p.Function == name })
-		},
-		Source: func(arn string) string { return tableOfStream(arn, s.names) },
+	// What the on-failure destinations receive goes to the dlq-archiver,
+	// as the dead-letter queues deliver it in AWS.
+	archive, ok := s.bound.Queue(routes.DlqArchiver)
+	if !ok {
+		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
@@ -371,10 +366,7 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		p, err := poller.New(poller.Options{
 			Processor: proc, Handler: h, Table: s.names.Of(proc.Source),
 			DB: s.db, Streams: sc, Region: Region, AccountID: authorizer.AccountID,
-			OnFailure: func(ctx context.Context, p streamread.Parked) error {
-				_, err := s.archiver.Park(ctx, p)
-				return err
-			},
+			OnFailure: func(ctx context.Context, p streamread.Parked) error { return deliverParked(ctx, archive, p) },
 			RetryBase: s.opts.RetryBase, RetryMax: s.opts.RetryMax, Log: s.log,
 		})
 		if err != nil {
@@ -597,13 +589,19 @@ func (s *Stack) Close() error {
 	return s.closeErr
 }
 
-// tableOfStream is the logical name of the table a stream ARN belongs to.
-func tableOfStream(arn string, names schema.Names) string {
-	physical := streamread.TableOf(arn)
-	for _, t := range schema.Tables() {
-		if names.Of(t) == physical {
-			return t.Name
-		}
+// deliverParked hands an on-failure record to the dlq-archiver in the
+// SQS message a dead-letter queue would deliver.
+func deliverParked(ctx context.Context, archive app.QueueHandler, p streamread.Parked) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode the on-failure record: %w", err)
 	}
-	return physical
+	id := p.RequestContext.RequestID
+	resp, err := archive(ctx, events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId: id, Body: string(body), EventSource: "aws:sqs", AWSRegion: Region,
+	}}})
+	if err == nil && len(resp.BatchItemFailures) > 0 {
+		err = errors.New("the dlq-archiver could not archive it")
+	}
+	return err
 }

@@ -6,6 +6,7 @@ package all
 import (
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
+	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
@@ -23,7 +24,7 @@ import (
 func Features() []app.Feature {
 	return []app.Feature{
 		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
-		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure,
+		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters,
 	}
 }
 

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+
+	"github.com/rallyhq/rally/shared/deadletters"
 	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+	"github.com/rallyhq/rally/shared/streamread"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -324,5 +328,61 @@ func TestErasureProcessorSampleBatch(t *testing.T) {
 		if err != nil || !ok || e.Status != privacy.Completed || e.UserID != "" {
 			t.Fatalf("delivery %d: alice's erasure %+v %v %v", delivery, e, ok, err)
 		}
+	}
+}
+
+// The dlq-archiver's sample message is an on-failure record. Pointed at a
+// batch the stream holds, it archives the batch with its records, once
+// however often the message comes; pointed at records no stream holds (the
+// sample as it is), it reports the message failed, so it stays queued.
+func TestDlqArchiverSampleMessage(t *testing.T) {
+	d := newDeps(t)
+	ctx := context.Background()
+	var ev events.SQSEvent
+	readEvent(t, routes.DlqArchiver.Function, &ev)
+	handler, ok := d.bound.Queue(routes.DlqArchiver)
+	if !ok {
+		t.Fatal("no feature binds the dlq-archiver")
+	}
+	resp, err := handler(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].MessageId {
+		t.Fatalf("a message whose records are nowhere: %+v %v, want it reported failed", resp, err)
+	}
+
+	// A real batch: one favorite, on the test's Reactions stream.
+	edges := reactionsbind.Edges(d.deps)
+	if _, _, err := edges.Add(ctx, reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "space-race"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := streamread.StreamARN(ctx, d.deps.DB, d.deps.Table(schema.Reactions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := streamread.All(ctx, d.deps.Streams(), arn, "us-east-1")
+	if err != nil || len(shards) == 0 || len(shards[0].Records) != 1 {
+		t.Fatalf("the stream holds %+v, %v", shards, err)
+	}
+	parked, err := deadletters.ParseParked(ev.Records[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := shards[0].Records[0].Change.SequenceNumber
+	parked.BatchInfo.StreamARN, parked.BatchInfo.ShardID = arn, shards[0].ShardID
+	parked.BatchInfo.StartSequenceNumber, parked.BatchInfo.EndSequenceNumber, parked.BatchInfo.BatchSize = seq, seq, 1
+	body, _ := json.Marshal(parked)
+	ev.Records[0].Body = string(body)
+	for delivery := 1; delivery <= 2; delivery++ {
+		if resp, err := handler(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", delivery, resp, err)
+		}
+	}
+	archive := deadlettersbind.Archive(d.deps)
+	batches, err := archive.List(ctx, routes.CounterProcessor.Function)
+	if err != nil || len(batches) != 1 || batches[0].Size != 1 || batches[0].Source != schema.Reactions.Name || batches[0].Reason != "RetryAttemptsExhausted" {
+		t.Fatalf("archived %+v %v, want the one batch once", batches, err)
+	}
+	records, err := archive.Records(ctx, batches[0])
+	if err != nil || len(records) != 1 || records[0].Change.SequenceNumber != seq {
+		t.Fatalf("archived records %+v %v", records, err)
 	}
 }

@@ -38,6 +38,9 @@ func TestEachFeatureBindsWhatItIsDeclaredWith(t *testing.T) {
 			declared[p.Feature] = append(declared[p.Feature], p.Function)
 		}
 	}
+	for _, c := range routes.Consumers() {
+		declared[c.Feature] = append(declared[c.Feature], c.Function)
+	}
 	bound := map[routes.Feature][]string{}
 	for _, f := range all.Features() {
 		h := f.Bind(d)
@@ -45,6 +48,9 @@ func TestEachFeatureBindsWhatItIsDeclaredWith(t *testing.T) {
 			bound[f.Name] = append(bound[f.Name], fn)
 		}
 		for fn := range h.Processors {
+			bound[f.Name] = append(bound[f.Name], fn)
+		}
+		for fn := range h.Consumers {
 			bound[f.Name] = append(bound[f.Name], fn)
 		}
 	}
@@ -80,7 +86,7 @@ func TestEachFunctionLinksOnlyTheFeaturesItServes(t *testing.T) {
 		routes.Streaks:      {routes.Players},
 		routes.Analytics:    {routes.Reactions, routes.Leaderboards, routes.Streaks, routes.Privacy},
 	}
-	features := []routes.Feature{routes.Reactions, routes.Games, routes.Players, routes.Leaderboards, routes.Streaks, routes.Analytics, routes.Privacy}
+	features := []routes.Feature{routes.Reactions, routes.Games, routes.Players, routes.Leaderboards, routes.Streaks, routes.Analytics, routes.Privacy, routes.Operations}
 	out, err := exec.Command("go", "list", "-json=ImportPath,Deps", "github.com/rallyhq/rally/functions/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -136,5 +142,8 @@ func TestEachFunctionLinksOnlyTheFeaturesItServes(t *testing.T) {
 			continue // it erases from every feature; one check per function
 		}
 		check(p.Function, p.Feature, false)
+	}
+	for _, c := range routes.Consumers() {
+		check(c.Function, c.Feature, false)
 	}
 }
