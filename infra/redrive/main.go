@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,13 +25,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/deadletters"
@@ -80,7 +77,7 @@ func run(ctx context.Context, stage, only, batch string, replay bool) error {
 		return fmt.Errorf("%s names no %s table", archiver, schema.DeadLetters.Name)
 	}
 	archive := &deadletters.Archive{DB: dynamodb.NewFromConfig(cfg), Table: table, Clock: clock.System{}}
-	inv := lambdaInvoker{c: lc, functions: functions}
+	inv := deadletters.LambdaInvoker{Client: lc, Deployed: functions}
 	for _, fn := range processorFunctions(routes.Processors()) {
 		if only != "" && fn != only {
 			continue
@@ -147,35 +144,4 @@ func deployedFunctions(ctx context.Context, cf *cloudformation.Client, stack str
 		}
 	}
 	return functions, nil
-}
-
-// lambdaInvoker invokes a processor as its event source mapping does.
-type lambdaInvoker struct {
-	c         *lambda.Client
-	functions map[string]string // declared → deployed name
-}
-
-func (l lambdaInvoker) Invoke(ctx context.Context, function string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	var resp events.DynamoDBEventResponse
-	deployed, ok := l.functions[function]
-	if !ok {
-		return resp, fmt.Errorf("the stack has no function %s", function)
-	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		return resp, err
-	}
-	out, err := l.c.Invoke(ctx, &lambda.InvokeInput{
-		FunctionName: aws.String(deployed), InvocationType: lambdatypes.InvocationTypeRequestResponse, Payload: payload,
-	})
-	if err != nil {
-		return resp, fmt.Errorf("invoke %s: %w", function, err)
-	}
-	if out.FunctionError != nil {
-		return resp, fmt.Errorf("%s failed: %s: %s", function, aws.ToString(out.FunctionError), out.Payload)
-	}
-	if err := json.Unmarshal(out.Payload, &resp); err != nil {
-		return resp, fmt.Errorf("decode %s's answer: %w", function, err)
-	}
-	return resp, nil
 }

@@ -57,6 +57,7 @@ type Functions struct {
 	byName       map[string]awslambda.Function
 	routes       []string
 	consumers    []string
+	linked       []spec
 }
 
 // spec is what a route and a processor have in common for their function.
@@ -97,6 +98,7 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 		f.add(props, spec{name: c.Function, description: "queue consumer: " + c.Summary, uses: c.Uses, timeout: routes.ProcessorTimeout})
 		f.consumers = append(f.consumers, c.Function)
 	}
+	f.link(props)
 	return f
 }
 
@@ -238,11 +240,6 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	if s.uses.Analytics {
 		env["RALLY_FIREHOSE_STREAM"] = props.Analytics.StreamName
 	}
-	if s.uses.Processors {
-		for _, p := range props.Processors {
-			env[routes.FunctionEnvVar(p.Function)] = f.Get(p.Function).FunctionName()
-		}
-	}
 	writes := map[string]bool{}
 	for _, t := range s.uses.Writes {
 		writes[t.Name] = true
@@ -275,6 +272,36 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	suppress(role, "IAM5", "Functions may query every secondary index of a table they are granted; "+
 		"index ARNs are <table ARN>/index/<name>.", indexWildcard)
 	f.byName[s.name] = fn
+	if s.uses.Processors || s.uses.Invokes {
+		f.linked = append(f.linked, s)
+	}
+}
+
+// link tells the functions that act on the stream processors their
+// deployed names, and lets those that invoke them do so (and nothing else).
+func (f *Functions) link(props FunctionsProps) {
+	for _, s := range f.linked {
+		fn := f.Get(s.name)
+		for _, name := range processorNames(props.Processors) {
+			processor := f.Get(name)
+			fn.AddEnvironment(jsii.String(routes.FunctionEnvVar(name)), processor.FunctionName(), nil)
+			if s.uses.Invokes {
+				processor.GrantInvoke(fn)
+			}
+		}
+		if s.uses.Invokes {
+			suppress(fn.Role(), "IAM5", "A redrive invokes the stream processors; lambda:InvokeFunction is granted "+
+				"on each processor and its versions (<function ARN>:*), nothing else.", versionWildcard)
+		}
+	}
+}
+
+func processorNames(ps []routes.Processor) []string {
+	var out []string
+	for _, p := range ps {
+		out = appendNew(out, p.Function)
+	}
+	return out
 }
 
 // tablesOf lists the tables u touches, each once, writes first.

@@ -19,3 +19,7 @@ func suppress(construct any, rule, reason string, appliesTo ...any) {
 // indexWildcard matches grants on a table's secondary indexes
 // (<table ARN>/index/*).
 var indexWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>\/index\/\*$/g`)}
+
+// versionWildcard matches lambda:InvokeFunction granted on a function's
+// versions and aliases (<function ARN>:*).
+var versionWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>:\*$/g`)}

@@ -822,3 +822,53 @@ func TestProtectedStagesRetainTheirData(t *testing.T) {
 		dev.template.AllResources(jsii.String("AWS::Cognito::UserPool"), like("DeletionPolicy", "Delete"))
 	})
 }
+
+// Only the redrive route may invoke functions, and only the stream
+// processors; it and the dlq-archiver are told every processor's deployed
+// name, so what they act on is named as it is declared.
+func TestOnlyTheRedriveInvokesAndOnlyProcessors(t *testing.T) {
+	for stage, s := range both() {
+		processors := map[string]bool{}
+		for _, p := range s.processorFunctions() {
+			processors[s.functionID(p.Function)] = true
+		}
+		for _, fn := range s.declaredFunctions() {
+			invoked := map[string]bool{}
+			for _, st := range statementsOf(s, fn.name) {
+				if !slices.Contains(strs(st.Action), "lambda:InvokeFunction") {
+					continue
+				}
+				for _, res := range resourceList(st.Resource) {
+					id := logicalID(res)
+					if id == "" {
+						// <function ARN>:* is a Fn::Join around the ARN.
+						raw := mustJSON(res)
+						for p := range processors {
+							if strings.Contains(raw, `"`+p+`"`) {
+								id = p
+							}
+						}
+					}
+					if !processors[id] {
+						t.Errorf("%s: %s may invoke %s, which is no stream processor", stage, fn.name, mustJSON(res))
+					}
+					invoked[id] = true
+				}
+			}
+			if fn.name == routes.RedriveDeadLetters.Function && len(invoked) != len(processors) {
+				t.Errorf("%s: the redrive may invoke %d of the %d processors", stage, len(invoked), len(processors))
+			}
+			if fn.name != routes.RedriveDeadLetters.Function && len(invoked) > 0 {
+				t.Errorf("%s: %s may invoke functions", stage, fn.name)
+			}
+		}
+		for _, fn := range []string{routes.RedriveDeadLetters.Function, routes.DlqArchiver.Function} {
+			env := s.resources[s.functionID(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+			for _, p := range s.processorFunctions() {
+				if got := logicalID(env[routes.FunctionEnvVar(p.Function)]); got != s.functionID(p.Function) {
+					t.Errorf("%s: %s is not told %s's deployed name (%v)", stage, fn, p.Function, env[routes.FunctionEnvVar(p.Function)])
+				}
+			}
+		}
+	}
+}

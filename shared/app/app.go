@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/redis/go-redis/v9"
 
@@ -183,6 +184,15 @@ func (d *Deps) Streams() *dynamodbstreams.Client {
 	return dynamodbstreams.NewFromConfig(d.AWS, func(o *dynamodbstreams.Options) {
 		if d.Config.DynamoDBEndpoint != "" {
 			o.BaseEndpoint = aws.String(d.Config.DynamoDBEndpoint)
+		}
+	})
+}
+
+// Lambda invokes other functions.
+func (d *Deps) Lambda() *lambda.Client {
+	return lambda.NewFromConfig(d.AWS, func(o *lambda.Options) {
+		if d.Config.LambdaEndpoint != "" {
+			o.BaseEndpoint = aws.String(d.Config.LambdaEndpoint)
 		}
 	})
 }

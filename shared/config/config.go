@@ -59,6 +59,9 @@ type Config struct {
 	// that act on other functions (the dlq-archiver); empty means the
 	// deployed names are the declared ones (the local stack).
 	Functions map[string]string
+	// LambdaEndpoint overrides the Lambda endpoint functions invoke other
+	// functions through (the local stack serves Lambda's Invoke API).
+	LambdaEndpoint string
 }
 
 // Limits are per-minute request budgets; 0 disables a budget.
@@ -85,6 +88,7 @@ func FromEnv() (Config, error) {
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
 		Functions:        map[string]string{},
+		LambdaEndpoint:   os.Getenv("RALLY_LAMBDA_ENDPOINT"),
 	}
 	for _, fn := range routes.Functions() {
 		if deployed := os.Getenv(routes.FunctionEnvVar(fn)); deployed != "" {

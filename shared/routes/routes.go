@@ -66,6 +66,9 @@ type Uses struct {
 	// Processors is true when the function needs every stream
 	// processor's deployed name (RALLY_FUNCTION_<NAME>).
 	Processors bool
+	// Invokes is true when the function invokes the stream processors
+	// (a redrive).
+	Invokes bool
 }
 
 // Route is one HTTP endpoint served by one Lambda function.
@@ -408,6 +411,7 @@ func All() []Route {
 		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
+		ListDeadLetters, RedriveDeadLetters,
 	}
 }
 
@@ -419,6 +423,20 @@ func Processors() []Processor {
 		ErasureProcessor,
 	}
 }
+
+// Operations: what an operating team calls, with service credentials.
+var (
+	ListDeadLetters = Route{
+		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service,
+		Summary: "The batches stream processors parked, archived with their records",
+		Uses:    Uses{Reads: []schema.Table{schema.DeadLetters}},
+	}
+	RedriveDeadLetters = Route{
+		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service,
+		Summary: "Replay parked batches through their processors; remove what applied",
+		Uses:    Uses{Writes: []schema.Table{schema.DeadLetters}, Processors: true, Invokes: true},
+	}
+)
 
 // Consumer is a Lambda fed by SQS queues.
 type Consumer struct {

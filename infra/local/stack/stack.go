@@ -219,6 +219,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", s.localAPI())
 	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
+	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
 	for _, l := range s.listeners {
@@ -298,6 +299,10 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.Tracing = false
 	cfg.FirehoseStream = ""
 	cfg.AnalyticsDir = filepath.Join(s.stateDir, "analytics")
+	// The stack serves Lambda's Invoke API for the functions that invoke
+	// others (a redrive), under the declared names.
+	cfg.LambdaEndpoint = s.url
+	cfg.Functions = map[string]string{}
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}

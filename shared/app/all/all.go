@@ -10,6 +10,7 @@ import (
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
+	opsbind "github.com/rallyhq/rally/shared/ops/bind"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
 	"github.com/rallyhq/rally/shared/privacy"
 	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
@@ -24,7 +25,7 @@ import (
 func Features() []app.Feature {
 	return []app.Feature{
 		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
-		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters,
+		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters, opsbind.Operations,
 	}
 }
 
