@@ -173,8 +173,8 @@ func (a *Archive) List(ctx context.Context, function string) ([]Batch, error) {
 	in := ddb.QueryInput(a.Table, e)
 	in.ConsistentRead = aws.Bool(true)
 	var out []Batch
-	for {
-		page, err := a.DB.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(a.DB, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("deadletters: list %s: %w", function, err)
 		}
@@ -185,11 +185,8 @@ func (a *Archive) List(ctx context.Context, function string) ([]Batch, error) {
 			}
 			out = append(out, b)
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+	return out, nil
 }
 
 func decodeSummary(raw map[string]types.AttributeValue) (Batch, int, error) {
@@ -225,8 +222,8 @@ func (a *Archive) Records(ctx context.Context, b Batch) ([]events.DynamoDBEventR
 	in := ddb.QueryInput(a.Table, e)
 	in.ConsistentRead = aws.Bool(true)
 	var records []events.DynamoDBEventRecord
-	for {
-		page, err := a.DB.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(a.DB, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("deadletters: read records of %s: %w", b.ID, err)
 		}
@@ -241,10 +238,6 @@ func (a *Archive) Records(ctx context.Context, b Batch) ([]events.DynamoDBEventR
 			}
 			records = append(records, part...)
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
 	if len(records) != b.Size {
 		return nil, fmt.Errorf("deadletters: batch %s has %d of its %d records", b.ID, len(records), b.Size)
