@@ -362,3 +362,62 @@ func TestRunsOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestALoadResumedFromItsStateFinishesAndASupersededOneSaysSo(t *testing.T) {
+	backends(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		e := New(bk.rdb)
+		b := Board{Tag: "lb:resume", Name: "all"}
+		want := newModel(b)
+		for i := 0; i < 2000; i++ {
+			want.apply(Item{ID: fmt.Sprintf("p-%d", i), Score: int64(i % 97), ReachedAt: t0, Version: 1})
+		}
+		snap := want.snapshot()
+		first, err := e.BeginLoad(ctx, b, len(snap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Add(ctx, snap[:1200]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The next invocation knows only the state.
+		resumed, err := e.ResumeLoad(b, first.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Add(ctx, snap[1200:]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := resumed.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkBoard(t, ctx, e, want, rand.New(rand.NewPCG(seed(t), 3)), []string{"p-0", "p-1999"}, bk.sample)
+
+		stale, err := e.BeginLoad(ctx, b, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stale.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := stale.State()
+		if err := e.Load(ctx, b, snap); err != nil { // a newer load wins
+			t.Fatal(err)
+		}
+		late, err := e.ResumeLoad(b, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = late.Add(ctx, snap[:1]...)
+		if err == nil {
+			err = late.Commit(ctx)
+		}
+		if !errors.Is(err, ErrLoadSuperseded) {
+			t.Fatalf("resuming a superseded load: %v, want ErrLoadSuperseded", err)
+		}
+		checkBoard(t, ctx, e, want, rand.New(rand.NewPCG(seed(t), 4)), []string{"p-5"}, bk.sample)
+	})
+}

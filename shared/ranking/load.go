@@ -172,6 +172,40 @@ func (l *Loader) send(ctx context.Context, n int) error {
 	return nil
 }
 
+// LoadState is where a load stands, so a load longer than one invocation
+// continues in the next (ResumeLoad): take it after Flush.
+type LoadState struct {
+	Token string `json:"token"`
+	Seq   string `json:"seq"`
+	Stage string `json:"stage"`
+	Low   int    `json:"low"`
+	Level int    `json:"level"`
+}
+
+// Flush sends everything queued.
+func (l *Loader) Flush(ctx context.Context) error {
+	if l.closed {
+		return fmt.Errorf("load of %s: %w", l.b, ErrLoadSuperseded)
+	}
+	return l.send(ctx, len(l.buf))
+}
+
+// State is the load's position; everything added before the last Flush
+// is in Redis.
+func (l *Loader) State() LoadState {
+	return LoadState{Token: l.token, Seq: l.seq, Stage: l.stage, Low: l.lo, Level: l.level}
+}
+
+// ResumeLoad continues a load another Loader began (its State after a
+// Flush). If a later load or a Forget superseded it meanwhile, the
+// resumed Loader's first Add, Flush or Commit says ErrLoadSuperseded.
+func (e *Engine) ResumeLoad(b Board, st LoadState) (*Loader, error) {
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	return &Loader{e: e, b: b, k: b.keys(), token: st.Token, seq: st.Seq, stage: st.Stage, lo: st.Low, level: st.Level}, nil
+}
+
 // Commit sends what is queued and makes the new content live in one step,
 // then frees the old content.
 func (l *Loader) Commit(ctx context.Context) error {

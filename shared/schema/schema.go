@@ -94,6 +94,12 @@ const (
 	// AttrOwner is the caller an Idempotency record belongs to, keying the
 	// sparse by_owner index.
 	AttrOwner = "owner"
+	// AttrJobID keys the Jobs table; AttrRunning (set only while a job
+	// runs) and AttrStartedAt key its sparse by_running index, AttrKind and
+	// AttrStartedAt its by_kind index.
+	AttrJobID     = "job_id"
+	AttrRunning   = "running"
+	AttrStartedAt = "started_at"
 )
 
 // Non-key attribute names the stores name in expressions (conditions,
@@ -206,6 +212,8 @@ const (
 	IndexErasuresPending    = "by_pending"
 	IndexScoresByPlayer     = "by_player"
 	IndexIdempotencyByOwner = "by_owner"
+	IndexJobsRunning        = "by_running"
+	IndexJobsByKind         = "by_kind"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -412,9 +420,36 @@ var DeadLetters = Table{
 	Purpose:      "parked stream batches with their records, for redrive after the stream's retention",
 }
 
+// Jobs holds the operations jobs (rebuild, reconcile, recompute), one item
+// each: what was asked, its state and progress, what it found, and the
+// runner's checkpoint and lease, so a job outlives any one invocation. Its
+// stream starts a job the moment it is asked for and continues it after
+// each checkpoint. by_running is sparse (running exists only while a job
+// runs): the jobs a scheduled run resumes, and the oldest one's age.
+// by_kind finds the newest job of a kind (the last reconcile). Finished
+// jobs expire after a while.
+var Jobs = Table{
+	Name:         "Jobs",
+	PartitionKey: Key{AttrJobID, String},
+	GlobalIndexes: []Index{{
+		Name:         IndexJobsRunning,
+		PartitionKey: Key{AttrRunning, String},
+		SortKey:      &Key{AttrStartedAt, String},
+		Projection:   ProjectKeysOnly,
+	}, {
+		Name:         IndexJobsByKind,
+		PartitionKey: Key{AttrKind, String},
+		SortKey:      &Key{AttrStartedAt, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Stream:       true,
+	TTLAttribute: TTL,
+	Purpose:      "operations jobs (rebuild, reconcile, recompute) with their progress, findings, checkpoint and lease",
+}
+
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters, Jobs}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -74,34 +74,88 @@ func (s *Scores) Members(ctx context.Context, board, period string) (int64, erro
 // Scan calls fn with every score of the period, a page at a time, with
 // strongly consistent reads (a rebuild must not miss a write it raced).
 func (s *Scores) Scan(ctx context.Context, board, period string, fn func([]leaderboards.Score) error) error {
-	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period))))))
-	in.ConsistentRead = aws.Bool(true)
+	after := ""
 	for {
-		out, err := s.DB.Query(ctx, in)
+		page, next, err := s.ScanPage(ctx, board, period, after)
 		if err != nil {
-			return unavailable(err, fmt.Sprintf("scan scores %s/%s", board, period))
-		}
-		page := make([]leaderboards.Score, 0, len(out.Items))
-		for _, r := range out.Items {
-			var it scoreItem
-			if err := attributevalue.UnmarshalMap(r, &it); err != nil {
-				return fmt.Errorf("decode score %s/%s: %w", board, period, err)
-			}
-			if it.PlayerID != MetaID {
-				page = append(page, it.score())
-			}
+			return err
 		}
 		if len(page) > 0 {
 			if err := fn(page); err != nil {
 				return err
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
+		if next == "" {
 			return nil
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		after = next
 	}
+}
+
+// ScanPage reads one page of the period's scores (up to 1 MB), strongly
+// consistent, after the player after ("" from the start); next is the
+// position to continue from, "" after the last page.
+func (s *Scores) ScanPage(ctx context.Context, board, period, after string) (page []leaderboards.Score, next string, err error) {
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period))))))
+	in.ConsistentRead = aws.Bool(true)
+	if after != "" {
+		in.ExclusiveStartKey = s.key(board, period, after)
+	}
+	out, err := s.DB.Query(ctx, in)
+	if err != nil {
+		return nil, "", unavailable(err, fmt.Sprintf("scan scores %s/%s", board, period))
+	}
+	page = make([]leaderboards.Score, 0, len(out.Items))
+	for _, r := range out.Items {
+		var it scoreItem
+		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
+			return nil, "", fmt.Errorf("decode score %s/%s: %w", board, period, err)
+		}
+		if it.PlayerID != MetaID {
+			page = append(page, it.score())
+		}
+	}
+	if last, ok := out.LastEvaluatedKey[schema.AttrPlayerID].(*types.AttributeValueMemberS); ok {
+		next = last.Value
+	}
+	return page, next, nil
+}
+
+// CountScores counts the period's scores from the items themselves (not
+// the meta item's member count, which it checks).
+func (s *Scores) CountScores(ctx context.Context, board, period string) (int64, error) {
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period))))))
+	in.Select = types.SelectCount
+	in.ConsistentRead = aws.Bool(true)
+	var n int64
+	p := dynamodb.NewQueryPaginator(s.DB, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, unavailable(err, fmt.Sprintf("count scores %s/%s", board, period))
+		}
+		n += int64(out.Count)
+	}
+	meta, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: s.key(board, period, MetaID), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, unavailable(err, fmt.Sprintf("count scores %s/%s", board, period))
+	}
+	if len(meta.Item) > 0 {
+		n-- // the meta item
+	}
+	return n, nil
+}
+
+// SetMembers writes the period's member count (a recompute).
+func (s *Scores) SetMembers(ctx context.Context, board, period string, n int64) error {
+	upd := expression.Set(expression.Name(schema.AttrMembers), expression.Value(n))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(board, period, MetaID), ddb.MustBuild(expression.NewBuilder().WithUpdate(upd))))
+	if err != nil {
+		return unavailable(err, fmt.Sprintf("set members %s/%s", board, period))
+	}
+	return nil
 }
 
 // Top returns the best n of the period from the by_score index: the first n

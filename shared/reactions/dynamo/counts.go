@@ -428,16 +428,7 @@ func (s *Counts) ScanTallies(ctx context.Context, after reactions.Position, now 
 	if err != nil {
 		return nil, nil, err
 	}
-	var next reactions.Position
-	if len(out.LastEvaluatedKey) > 0 {
-		next = reactions.Position{}
-		for k, v := range out.LastEvaluatedKey {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				next[k] = sv.Value
-			}
-		}
-	}
-	return ts, next, nil
+	return ts, position(out.LastEvaluatedKey), nil
 }
 
 // Count reads a target's durable count.

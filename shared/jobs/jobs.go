@@ -1,0 +1,239 @@
+// Package jobs runs the operations jobs an operating team asks for with
+// POST /v1/ops/jobs: a rebuild (Redis from DynamoDB), a reconcile (every
+// derived value against its truth, drift reported and repaired) and a
+// recompute (derived DynamoDB state from its truth, the disaster-recovery
+// path). A job outlives any one invocation: the runner works on it until
+// its invocation's budget is spent, checkpoints in the Jobs table, and the
+// next invocation continues from there. A lease keeps two runners off the
+// same job. The features do the work (each registers its Tasks); this
+// package owns the job's life.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rallyhq/rally/shared/errs"
+)
+
+// Kind is what a job does.
+type Kind string
+
+// Kinds.
+const (
+	Rebuild   Kind = "rebuild"
+	Reconcile Kind = "reconcile"
+	Recompute Kind = "recompute"
+)
+
+// Target is the derived state a job works on.
+type Target string
+
+// Targets. All runs every target the kind has, in this order.
+const (
+	Counters    Target = "counters"
+	Trending    Target = "trending"
+	Leaderboard Target = "leaderboard"
+	Streaks     Target = "streaks"
+	All         Target = "all"
+)
+
+// Targets lists the targets All runs, in order.
+func Targets() []Target { return []Target{Counters, Trending, Leaderboard, Streaks} }
+
+// State is where a job is in its life.
+type State string
+
+// States.
+const (
+	Running State = "RUNNING"
+	Done    State = "DONE"
+	Failed  State = "FAILED"
+)
+
+// Spec is what was asked for.
+type Spec struct {
+	Kind   Kind   `json:"kind"`
+	Target Target `json:"target"`
+	// ID names one leaderboard (target leaderboard); empty means every one.
+	ID string `json:"id,omitempty"`
+	// Period names one period of it; empty means its current (and
+	// previous) periods.
+	Period string `json:"period,omitempty"`
+}
+
+// Validate reports a spec that names no job: every kind runs on every
+// target (each feature registers a task for each).
+func (s Spec) Validate() error {
+	switch s.Kind {
+	case Rebuild, Reconcile, Recompute:
+	default:
+		return errs.New(errs.Invalid, `kind must be "rebuild", "reconcile" or "recompute"`)
+	}
+	if s.Target != All && !slices.Contains(Targets(), s.Target) {
+		return errs.New(errs.Invalid, `target must be "counters", "trending", "leaderboard", "streaks" or "all"`)
+	}
+	if s.ID != "" && s.Target != Leaderboard {
+		return errs.New(errs.Invalid, `id names a leaderboard: it needs target "leaderboard"`)
+	}
+	if s.Period != "" && s.ID == "" {
+		return errs.New(errs.Invalid, "period needs id")
+	}
+	return nil
+}
+
+// Job is one job: what was asked, how far it got, and what it found.
+type Job struct {
+	ID string `json:"job_id"`
+	Spec
+	State      State     `json:"state"`
+	Progress   Progress  `json:"progress"`
+	Findings             // checked, drifted, repaired, examples
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Runs counts the invocations that worked on the job.
+	Runs int `json:"runs"`
+	// Step and Cursor are the checkpoint: the step of the job's plan under
+	// way (one per target) and how far into it (the task's own cursor).
+	Step   int    `json:"-"`
+	Cursor string `json:"-"`
+	// failures counts the runs that failed in a row.
+	failures int
+}
+
+// Progress is how much of the job's work is done, in the unit of the step
+// under way (members of a board, targets, players).
+type Progress struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+}
+
+// Findings are what a reconcile found (a rebuild or recompute counts what
+// it checked and rewrote too).
+type Findings struct {
+	Checked  int64 `json:"checked"`
+	Drifted  int64 `json:"drifted"`
+	Repaired int64 `json:"repaired"`
+	// Examples names some drifted values, at most MaxExamples.
+	Examples []string `json:"examples"`
+	// Drift counts what drifted per kind of value (count, board, …), for
+	// the Drift metric.
+	Drift map[string]int64 `json:"drift,omitempty"`
+}
+
+// MaxExamples bounds the examples a job keeps.
+const MaxExamples = 20
+
+// Found records one drifted value of kind, described by example, and
+// whether it was repaired.
+func (f *Findings) Found(kind, example string, repaired bool) {
+	f.Drifted++
+	if repaired {
+		f.Repaired++
+	}
+	if f.Drift == nil {
+		f.Drift = map[string]int64{}
+	}
+	f.Drift[kind]++
+	if len(f.Examples) < MaxExamples {
+		f.Examples = append(f.Examples, kind+": "+example)
+	}
+}
+
+// Key names a task: a kind of job on a target.
+type Key struct {
+	Kind   Kind
+	Target Target
+}
+
+// Task carries out one kind of job on one target, a part at a time.
+type Task interface {
+	// Run works from cursor ("" at the start) until the work is done
+	// (done=true) or ctx is done (it returns the cursor to continue from).
+	// It reports progress and findings through w, and may checkpoint
+	// there; a checkpoint that fails (the lease was lost) ends the run.
+	Run(ctx context.Context, spec Spec, cursor string, w *Work) (next string, done bool, err error)
+}
+
+// RunFunc is a task's Run written as a function.
+type RunFunc func(ctx context.Context, spec Spec, cursor string, w *Work) (next string, done bool, err error)
+
+// Named makes a task of run. One task registered for two targets (counts
+// and all-time trending are one value) runs once in an All job: steps
+// are told apart by name.
+func Named(name string, run RunFunc) Task { return named{name, run} }
+
+type named struct {
+	name string
+	run  RunFunc
+}
+
+func (n named) Run(ctx context.Context, spec Spec, cursor string, w *Work) (string, bool, error) {
+	return n.run(ctx, spec, cursor, w)
+}
+
+// Tasks are the tasks the features register, by kind and target.
+type Tasks map[Key]Task
+
+// steps is a spec's plan: the tasks it runs, in order.
+func (t Tasks) steps(s Spec) []Task {
+	if s.Target != All {
+		if task, ok := t[Key{s.Kind, s.Target}]; ok {
+			return []Task{task}
+		}
+		return nil
+	}
+	var out []Task
+	ran := map[string]bool{}
+	for _, target := range Targets() {
+		task, ok := t[Key{s.Kind, target}]
+		if n, isNamed := task.(named); isNamed {
+			if ran[n.name] {
+				continue
+			}
+			ran[n.name] = true
+		}
+		if ok {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+// Work is what a running task reports to the runner.
+type Work struct {
+	// Progress of the step under way; the task sets Total when it knows it.
+	Progress Progress
+	Findings *Findings
+	save     func(ctx context.Context, cursor string) error
+	every    time.Duration
+	saved    time.Time
+	wakeAt   time.Time
+}
+
+// Sleep asks to be run again no earlier than at: the task returns its
+// cursor, not done, and the runner holds the job back until then (the
+// schedule takes it up).
+func (w *Work) Sleep(at time.Time) { w.wakeAt = at }
+
+// ErrLeaseLost means another runner took the job: the run must end.
+var ErrLeaseLost = errors.New("jobs: the job's lease was lost")
+
+// Due tells whether the next Checkpoint will save: a task whose position
+// costs something to take (a flush) asks first.
+func (w *Work) Due() bool { return w.save != nil && time.Since(w.saved) >= w.every }
+
+// Checkpoint saves the task's position and the progress so far, at most
+// every few seconds (progress is then visible while the job runs, and a
+// crash loses little). It returns ErrLeaseLost when the runner no longer
+// holds the job.
+func (w *Work) Checkpoint(ctx context.Context, cursor string) error {
+	if !w.Due() {
+		return nil
+	}
+	w.saved = time.Now()
+	return w.save(ctx, cursor)
+}

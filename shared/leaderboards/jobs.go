@@ -1,0 +1,356 @@
+package leaderboards
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/jobs"
+)
+
+// JobCache is what the jobs use of the Redis boards: rebuilds that may
+// span invocations, and what Redis holds, trusted or not.
+type JobCache interface {
+	BeginRebuild(ctx context.Context, d Definition, period string, expected int64) (Rebuilding, error)
+	ResumeRebuild(d Definition, period, state string) (Rebuilding, error)
+	Stored(ctx context.Context, d Definition, period string, players []string) ([]Entry, int64, error)
+	// Superseded tells whether err says another rebuild took the board.
+	Superseded(err error) bool
+}
+
+// Rebuilding is one board period's rebuild under way.
+type Rebuilding interface {
+	Add(ctx context.Context, scores ...Score) error
+	// Save sends what was added and returns the state to resume from.
+	Save(ctx context.Context) (string, error)
+	Commit(ctx context.Context) error
+	Abort(ctx context.Context) error
+}
+
+// JobScores is what the jobs read and recompute of Scores.
+type JobScores interface {
+	Members(ctx context.Context, board, period string) (int64, error)
+	ScanPage(ctx context.Context, board, period, after string) ([]Score, string, error)
+	CountScores(ctx context.Context, board, period string) (int64, error)
+	SetMembers(ctx context.Context, board, period string, n int64) error
+}
+
+// Jobs are the leaderboards' tasks: rebuild the Redis boards, reconcile
+// them with Scores, and recompute each period's member count.
+type Jobs struct {
+	Defs   Definitions
+	Scores JobScores
+	Cache  JobCache
+	Clock  clock.Clock
+}
+
+// Tasks registers the leaderboard target of every kind.
+func (j *Jobs) Tasks() jobs.Tasks {
+	return jobs.Tasks{
+		{Kind: jobs.Rebuild, Target: jobs.Leaderboard}:   jobs.Named("leaderboards-rebuild", j.run(j.rebuild)),
+		{Kind: jobs.Reconcile, Target: jobs.Leaderboard}: jobs.Named("leaderboards-reconcile", j.run(j.reconcile)),
+		{Kind: jobs.Recompute, Target: jobs.Leaderboard}: jobs.Named("leaderboards-recompute", j.run(j.recompute)),
+	}
+}
+
+// boardCursor is a leaderboard job's position: the board periods it
+// covers (fixed when it starts), the one under way, the last player
+// read in it and, for a rebuild, the loader's state.
+type boardCursor struct {
+	Plan  []BoardPeriod `json:"plan"`
+	I     int           `json:"i"`
+	After string        `json:"after,omitempty"`
+	Load  string        `json:"load,omitempty"`
+	// Read counts the scores read in the board period under way; Drifted
+	// the values a reconcile found drifted in it.
+	Read    int64 `json:"read,omitempty"`
+	Drifted int64 `json:"drifted,omitempty"`
+}
+
+// step works on one board period from c; it returns with c at the next
+// one when done with it.
+type step func(ctx context.Context, d Definition, c *boardCursor, w *jobs.Work) error
+
+// run makes a task of a step: it walks the board periods of the spec.
+func (j *Jobs) run(st step) jobs.RunFunc {
+	return func(ctx context.Context, spec jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+		return j.walk(ctx, spec, cursor, w, st)
+	}
+}
+
+func (j *Jobs) walk(ctx context.Context, spec jobs.Spec, cursor string, w *jobs.Work, st step) (string, bool, error) {
+	var c boardCursor
+	if cursor == "" {
+		plan, total, err := j.plan(ctx, spec)
+		if err != nil {
+			return "", false, err
+		}
+		c.Plan, w.Progress = plan, jobs.Progress{Total: total}
+	} else if err := json.Unmarshal([]byte(cursor), &c); err != nil {
+		return "", false, fmt.Errorf("leaderboard job cursor: %w", err)
+	}
+	for c.I < len(c.Plan) {
+		bp := c.Plan[c.I]
+		d, err := j.Defs.Get(ctx, bp.Board)
+		if err != nil {
+			return "", false, err
+		}
+		if err := st(ctx, d, &c, w); err != nil {
+			if ctx.Err() != nil {
+				return encode(c), false, nil
+			}
+			return "", false, err
+		}
+	}
+	return "", true, nil
+}
+
+func encode(c boardCursor) string {
+	raw, _ := json.Marshal(c)
+	return string(raw)
+}
+
+// plan lists the board periods a spec covers: the one named, or the
+// current and previous period of one board or of every board.
+func (j *Jobs) plan(ctx context.Context, spec jobs.Spec) ([]BoardPeriod, int64, error) {
+	var defs []Definition
+	if spec.ID != "" {
+		d, err := j.Defs.Get(ctx, spec.ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		defs = []Definition{d}
+	} else {
+		all, err := j.Defs.List(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		defs = all
+	}
+	slices.SortFunc(defs, func(a, b Definition) int { return strings.Compare(a.ID, b.ID) })
+	now := j.Clock.Now()
+	var plan []BoardPeriod
+	var total int64
+	for _, d := range defs {
+		periods := []string{spec.Period}
+		if spec.Period == "" {
+			periods = []string{d.PeriodAt(now)}
+			if d.Reset != Never {
+				periods = append(periods, d.PreviousPeriod(now))
+			}
+		}
+		for _, p := range periods {
+			n, err := j.Scores.Members(ctx, d.ID, p)
+			if err != nil {
+				return nil, 0, err
+			}
+			plan = append(plan, BoardPeriod{Board: d.ID, Period: p})
+			total += n
+		}
+	}
+	return plan, total, nil
+}
+
+// pages reads a board period's scores from c.After, a page ahead of the
+// caller (the next page is fetched while fn handles this one), until the
+// last page or an error; it keeps c.After at the last page fn took.
+func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn func([]Score) error) error {
+	type page struct {
+		scores []Score
+		next   string
+		err    error
+	}
+	fetch := func(after string) <-chan page {
+		ch := make(chan page, 1)
+		go func() {
+			s, next, err := j.Scores.ScanPage(ctx, bp.Board, bp.Period, after)
+			ch <- page{s, next, err}
+		}()
+		return ch
+	}
+	pending := fetch(c.After)
+	for {
+		p := <-pending
+		if p.err != nil {
+			return p.err
+		}
+		if p.next != "" {
+			pending = fetch(p.next)
+		}
+		if err := fn(p.scores); err != nil {
+			if p.next != "" {
+				<-pending
+			}
+			return err
+		}
+		c.After, c.Read = p.next, c.Read+int64(len(p.scores))
+		if p.next == "" {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			<-pending
+			return err
+		}
+	}
+}
+
+// next moves c to the next board period.
+func (c *boardCursor) next() { *c = boardCursor{Plan: c.Plan, I: c.I + 1} }
+
+// rebuild reloads a board period into Redis from Scores, checkpointing the
+// loader so the next invocation continues it; the new content goes live
+// at once when the last page is in.
+func (j *Jobs) rebuild(ctx context.Context, d Definition, c *boardCursor, w *jobs.Work) error {
+	bp := c.Plan[c.I]
+	var l Rebuilding
+	var err error
+	if c.Load == "" {
+		n, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+		if err != nil {
+			return err
+		}
+		if l, err = j.Cache.BeginRebuild(ctx, d, bp.Period, n); err != nil {
+			return err
+		}
+		c.After, c.Read = "", 0
+	} else if l, err = j.Cache.ResumeRebuild(d, bp.Period, c.Load); err != nil {
+		return err
+	}
+	err = j.pages(ctx, bp, c, func(scores []Score) error {
+		if err := l.Add(ctx, scores...); err != nil {
+			return err
+		}
+		w.Progress.Done += int64(len(scores))
+		w.Findings.Checked += int64(len(scores))
+		if !w.Due() {
+			return nil
+		}
+		state, err := l.Save(ctx)
+		if err != nil {
+			return err
+		}
+		c.Load = state
+		return w.Checkpoint(ctx, encode(*c))
+	})
+	if err == nil {
+		err = l.Commit(ctx)
+	}
+	switch {
+	case err == nil:
+		c.next()
+		return nil
+	case j.Cache.Superseded(err):
+		// Another rebuild (or an erasure) took the board: start it over.
+		w.Progress.Done -= c.Read
+		c.Load, c.After, c.Read = "", "", 0
+		return nil
+	case ctx.Err() != nil:
+		state, serr := l.Save(context.WithoutCancel(ctx))
+		if serr != nil {
+			return serr
+		}
+		c.Load = state
+		return err
+	}
+	return err
+}
+
+// reconcile compares every score of a board period with what Redis holds
+// and Redis's size with the scores', and rebuilds the board period when
+// anything drifted.
+func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *jobs.Work) error {
+	bp := c.Plan[c.I]
+	err := j.pages(ctx, bp, c, func(scores []Score) error {
+		ids := make([]string, len(scores))
+		for i, s := range scores {
+			ids[i] = s.PlayerID
+		}
+		stored, _, err := j.Cache.Stored(ctx, d, bp.Period, ids)
+		if err != nil {
+			return err
+		}
+		held := make(map[string]Entry, len(stored))
+		for _, e := range stored {
+			held[e.PlayerID] = e
+		}
+		for _, s := range scores {
+			w.Findings.Checked++
+			e, ok := held[s.PlayerID]
+			switch {
+			case !ok:
+				w.Findings.Found("board", fmt.Sprintf("%s#%s: %s missing from redis (score %d)", bp.Board, bp.Period, s.PlayerID, s.Score), false)
+				c.Drifted++
+			case e.Score != s.Score:
+				w.Findings.Found("board", fmt.Sprintf("%s#%s: %s has %d in redis, %d in dynamodb", bp.Board, bp.Period, s.PlayerID, e.Score, s.Score), false)
+				c.Drifted++
+			}
+		}
+		w.Progress.Done += int64(len(scores))
+		return w.Checkpoint(ctx, encode(*c))
+	})
+	if err != nil {
+		return err
+	}
+	_, total, err := j.Cache.Stored(ctx, d, bp.Period, nil)
+	if err != nil {
+		return err
+	}
+	if total > c.Read {
+		w.Findings.Found("board", fmt.Sprintf("%s#%s: redis holds %d players, dynamodb %d", bp.Board, bp.Period, total, c.Read), false)
+		c.Drifted++
+	}
+	if c.Drifted > 0 {
+		if err := j.rebuildWhole(ctx, d, bp); err != nil {
+			return err
+		}
+		w.Findings.Repaired += c.Drifted
+	}
+	c.next()
+	return nil
+}
+
+// rebuildWhole rebuilds one board period in one go (a reconcile's
+// repair).
+func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, bp BoardPeriod) error {
+	n, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return err
+	}
+	l, err := j.Cache.BeginRebuild(ctx, d, bp.Period, n)
+	if err != nil {
+		return err
+	}
+	c := boardCursor{}
+	if err := j.pages(ctx, bp, &c, func(scores []Score) error { return l.Add(ctx, scores...) }); err != nil {
+		_ = l.Abort(context.WithoutCancel(ctx))
+		return err
+	}
+	return l.Commit(ctx)
+}
+
+// recompute counts a board period's scores and rewrites its member count
+// (the board's total) when it differs.
+func (j *Jobs) recompute(ctx context.Context, d Definition, c *boardCursor, w *jobs.Work) error {
+	bp := c.Plan[c.I]
+	counted, err := j.Scores.CountScores(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return err
+	}
+	stored, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return err
+	}
+	w.Findings.Checked++
+	if counted != stored {
+		if err := j.Scores.SetMembers(ctx, bp.Board, bp.Period, counted); err != nil {
+			return err
+		}
+		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", bp.Board, bp.Period, stored, counted), true)
+	}
+	w.Progress.Done += counted
+	c.next()
+	return w.Checkpoint(ctx, encode(*c))
+}

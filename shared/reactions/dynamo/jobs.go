@@ -1,0 +1,107 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+var _ reactions.ActiveEdges = (*Edges)(nil)
+
+// CountActive counts a target's ACTIVE edges in the sparse by_target
+// index (an edge leaves it when it stops being active).
+func (s *Edges) CountActive(ctx context.Context, t reactions.Target) (int64, error) {
+	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrTarget).Equal(expression.Value(targetKey(t))))))
+	in.IndexName = aws.String(schema.IndexReactionsByTarget)
+	in.Select = types.SelectCount
+	var n int64
+	p := dynamodb.NewQueryPaginator(s.DB, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count active edges of %s: %w", t, err)
+		}
+		n += int64(out.Count)
+	}
+	return n, nil
+}
+
+// ScanTargets reads a page of the by_target index and returns the
+// targets it names, each once per page (a target whose edges span pages
+// comes again in the next).
+func (s *Edges) ScanTargets(ctx context.Context, after reactions.Position) ([]reactions.Target, reactions.Position, error) {
+	in := &dynamodb.ScanInput{
+		TableName: aws.String(s.Table), IndexName: aws.String(schema.IndexReactionsByTarget), Limit: aws.Int32(1000),
+	}
+	if after != nil {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{}
+		for k, v := range after {
+			in.ExclusiveStartKey[k] = ddb.S(v)
+		}
+	}
+	out, err := s.DB.Scan(ctx, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan targets: %w", err)
+	}
+	seen := map[reactions.Target]bool{}
+	var targets []reactions.Target
+	for _, it := range out.Items {
+		raw, ok := it[schema.AttrTarget].(*types.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		t, ok := parseTargetKey(raw.Value)
+		if ok && !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
+	return targets, position(out.LastEvaluatedKey), nil
+}
+
+func position(last map[string]types.AttributeValue) reactions.Position {
+	if len(last) == 0 {
+		return nil
+	}
+	p := reactions.Position{}
+	for k, v := range last {
+		if sv, ok := v.(*types.AttributeValueMemberS); ok {
+			p[k] = sv.Value
+		}
+	}
+	return p
+}
+
+// SetCount rewrites a target's durable count (a reconcile's repair or a
+// recompute) if its version is still seen (0: the count item is missing),
+// so a change the counter processor applied meanwhile is never lost; it
+// bumps the version, so Redis takes the new value. ok is false when the
+// version moved on.
+func (s *Counts) SetCount(ctx context.Context, t reactions.Target, n, seen int64, now time.Time) (bool, error) {
+	ver := expression.Name(schema.AttrVer)
+	cond := ver.Equal(expression.Value(seen))
+	if seen == 0 {
+		cond = expression.Name(schema.AttrPK).AttributeNotExists().Or(cond)
+	}
+	upd := expression.Set(expression.Name(schema.AttrCount), expression.Value(n)).Add(ver, expression.Value(1)).
+		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(now)))
+	key := map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(schema.CountersTotalSK)}
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, key, ddb.MustBuild(expression.NewBuilder().WithCondition(cond).WithUpdate(upd))))
+	if ddb.IsConditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("set count of %s: %w", t, err)
+	}
+	return true, nil
+}

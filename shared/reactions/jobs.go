@@ -1,0 +1,351 @@
+package reactions
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/jobs"
+)
+
+// ActiveEdges is what the jobs read of the edges, the truth of every count.
+type ActiveEdges interface {
+	// CountActive counts a target's ACTIVE edges.
+	CountActive(ctx context.Context, t Target) (int64, error)
+	// ScanTargets reads a page of the targets with ACTIVE edges.
+	ScanTargets(ctx context.Context, after Position) ([]Target, Position, error)
+}
+
+// JobCounts is what the jobs read and repair of the durable counts.
+type JobCounts interface {
+	ScanTallies(ctx context.Context, after Position, now time.Time) ([]Tally, Position, error)
+	TargetTally(ctx context.Context, t Target, now time.Time) (Tally, error)
+	// SetCount rewrites a count if its version is still seen (0: none).
+	SetCount(ctx context.Context, t Target, n, seen int64, now time.Time) (bool, error)
+}
+
+// JobMirror is what the jobs read and repair of Redis.
+type JobMirror interface {
+	Apply(ctx context.Context, tallies []Tally, edges []Edge) error
+	Stored(ctx context.Context, targets []Target) (map[Target]Count, map[Target]int64, error)
+	Reset(ctx context.Context, tallies []Tally) error
+}
+
+// Jobs are the reactions' tasks: rebuild Redis's counts and trending from
+// the durable tallies, reconcile durable counts with the edges and Redis
+// with the durable counts, and recompute every count from the edges.
+type Jobs struct {
+	Edges  ActiveEdges
+	Counts JobCounts
+	Mirror JobMirror
+	Clock  clock.Clock
+	// Settle is how long a reconcile waits before it confirms a count off
+	// its edges: longer than the counter processor's lag.
+	Settle time.Duration
+	// Parallel bounds the targets checked at once (default 16).
+	Parallel int
+}
+
+// Tasks registers the counters and trending targets of every kind:
+// counts and all-time trending are one value (the net favorites), so
+// both targets run the same task.
+func (j *Jobs) Tasks() jobs.Tasks {
+	rebuild := jobs.Named("reactions-rebuild", j.rebuild)
+	reconcile := jobs.Named("reactions-reconcile", j.reconcile)
+	recompute := jobs.Named("reactions-recompute", j.recompute)
+	return jobs.Tasks{
+		{Kind: jobs.Rebuild, Target: jobs.Counters}:   rebuild,
+		{Kind: jobs.Rebuild, Target: jobs.Trending}:   rebuild,
+		{Kind: jobs.Reconcile, Target: jobs.Counters}: reconcile,
+		{Kind: jobs.Reconcile, Target: jobs.Trending}: reconcile,
+		{Kind: jobs.Recompute, Target: jobs.Counters}: recompute,
+		{Kind: jobs.Recompute, Target: jobs.Trending}: recompute,
+	}
+}
+
+// countsCursor is a reactions job's position: the phase (recompute first
+// walks the edges' targets, then the count items) and the page.
+type countsCursor struct {
+	Phase      int         `json:"phase,omitempty"`
+	After      Position    `json:"after,omitempty"`
+	Candidates []candidate `json:"candidates,omitempty"`
+	ConfirmAt  time.Time   `json:"confirm_at,omitzero"`
+}
+
+func decodeCursor(s string) (countsCursor, error) {
+	var c countsCursor
+	if s == "" {
+		return c, nil
+	}
+	err := json.Unmarshal([]byte(s), &c)
+	return c, err
+}
+
+func (c countsCursor) String() string {
+	raw, _ := json.Marshal(c)
+	return string(raw)
+}
+
+// eachTallyPage walks the durable tallies from the cursor, a page at a
+// time, checkpointing after each.
+// fn may add to the cursor (a reconcile's candidates): the checkpoints
+// keep what it added.
+func (j *Jobs) eachTallyPage(ctx context.Context, c *countsCursor, w *jobs.Work, fn func([]Tally) error) (string, bool, error) {
+	for {
+		if ctx.Err() != nil {
+			return c.String(), false, nil
+		}
+		tallies, next, err := j.Counts.ScanTallies(ctx, c.After, j.Clock.Now())
+		if err != nil {
+			return "", false, err
+		}
+		if err := fn(tallies); err != nil {
+			if ctx.Err() != nil {
+				return c.String(), false, nil
+			}
+			return "", false, err
+		}
+		if next == nil {
+			return "", true, nil
+		}
+		c.After = next
+		if err := w.Checkpoint(ctx, c.String()); err != nil {
+			return "", false, err
+		}
+	}
+}
+
+// rebuild mirrors every durable tally into Redis.
+func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	c, err := decodeCursor(cursor)
+	if err != nil {
+		return "", false, err
+	}
+	return j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
+		if err := j.Mirror.Apply(ctx, tallies, nil); err != nil {
+			return err
+		}
+		w.Progress.Done += int64(len(tallies))
+		w.Findings.Checked += int64(len(tallies))
+		return nil
+	})
+}
+
+// MaxCandidates bounds the drifted counts one reconcile confirms; more
+// are reported, not repaired.
+const MaxCandidates = 1000
+
+// candidate is a count a reconcile found off its edges, to confirm once
+// the counter processor had time to apply what was in flight.
+type candidate struct {
+	Target  Target `json:"target"`
+	Count   int64  `json:"count"`
+	Version int64  `json:"ver"`
+	Edges   int64  `json:"edges"`
+}
+
+// reconcile checks every durable count against its target's ACTIVE edges,
+// and Redis's cached count and all-time trending score against the
+// durable count (resetting those that drifted). A count off its edges may
+// only be a change the counter processor has not applied yet, so it is a
+// candidate: Settle later it is read again, and rewritten only if neither
+// it nor its edges moved meanwhile (and then on condition that it still
+// has the version read, so a change applied since is never lost).
+func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	c, err := decodeCursor(cursor)
+	if err != nil {
+		return "", false, err
+	}
+	if c.Phase == 0 {
+		next, done, err := j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
+			var totals []Tally
+			for _, t := range tallies {
+				if t.HasTotal {
+					totals = append(totals, t)
+				}
+			}
+			edges, err := j.countEdges(ctx, totals)
+			if err != nil {
+				return err
+			}
+			var settled []Tally
+			for i, t := range totals {
+				w.Findings.Checked++
+				if edges[i] == t.Count {
+					settled = append(settled, t)
+					continue
+				}
+				if len(c.Candidates) >= MaxCandidates {
+					w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges (not confirmed: too many)", t.Target, t.Count, edges[i]), false)
+					continue
+				}
+				c.Candidates = append(c.Candidates, candidate{t.Target, t.Count, t.Version, edges[i]})
+			}
+			w.Progress.Done += int64(len(totals))
+			return j.checkRedis(ctx, settled, w)
+		})
+		if err != nil || !done {
+			return next, false, err
+		}
+		c.Phase, c.After, c.ConfirmAt = 1, nil, j.Clock.Now().Add(j.Settle)
+	}
+	if now := j.Clock.Now(); now.Before(c.ConfirmAt) {
+		w.Sleep(c.ConfirmAt)
+		return c.String(), false, nil
+	}
+	return "", true, j.confirm(ctx, c.Candidates, w)
+}
+
+// confirm reads the candidates again and repairs those still drifted,
+// unchanged.
+func (j *Jobs) confirm(ctx context.Context, cands []candidate, w *jobs.Work) error {
+	var fixed []Tally
+	for _, cand := range cands {
+		t, err := j.Counts.TargetTally(ctx, cand.Target, j.Clock.Now())
+		if err != nil {
+			return err
+		}
+		edges, err := j.Edges.CountActive(ctx, cand.Target)
+		if err != nil {
+			return err
+		}
+		switch {
+		case edges == t.Count:
+			continue // it was in flight
+		case t.Version != cand.Version || edges != cand.Edges:
+			w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges (still changing; not repaired)", t.Target, t.Count, edges), false)
+			continue
+		}
+		repaired, err := j.Counts.SetCount(ctx, t.Target, edges, t.Version, j.Clock.Now())
+		if err != nil {
+			return err
+		}
+		w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges", t.Target, t.Count, edges), repaired)
+		if repaired {
+			t.Count, t.Version = edges, t.Version+1
+			fixed = append(fixed, t)
+		}
+	}
+	return j.checkRedis(ctx, fixed, w)
+}
+
+// countEdges counts the ACTIVE edges of each tally's target, a few at a
+// time.
+func (j *Jobs) countEdges(ctx context.Context, tallies []Tally) ([]int64, error) {
+	edges := make([]int64, len(tallies))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cmp.Or(j.Parallel, 16))
+	for i, t := range tallies {
+		g.Go(func() error {
+			n, err := j.Edges.CountActive(gctx, t.Target)
+			edges[i] = n
+			return err
+		})
+	}
+	return edges, g.Wait()
+}
+
+// rewrite sets each tally's count to its target's ACTIVE edges where they
+// differ (a recompute, run without load).
+func (j *Jobs) rewrite(ctx context.Context, tallies []Tally, w *jobs.Work) error {
+	edges, err := j.countEdges(ctx, tallies)
+	if err != nil {
+		return err
+	}
+	for i, t := range tallies {
+		w.Findings.Checked++
+		if edges[i] == t.Count {
+			continue
+		}
+		repaired, err := j.Counts.SetCount(ctx, t.Target, edges[i], t.Version, j.Clock.Now())
+		if err != nil {
+			return err
+		}
+		w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges", t.Target, t.Count, edges[i]), repaired)
+	}
+	return nil
+}
+
+// checkRedis compares Redis's cached counts and all-time scores with the
+// durable tallies and resets the targets that drifted.
+func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) error {
+	targets := make([]Target, len(tallies))
+	for i, t := range tallies {
+		targets[i] = t.Target
+	}
+	counts, allTime, err := j.Mirror.Stored(ctx, targets)
+	if err != nil {
+		return err
+	}
+	var reset []Tally
+	for _, t := range tallies {
+		drifted := false
+		if c, ok := counts[t.Target]; ok && c.N != t.Count {
+			w.Findings.Found("redis_count", fmt.Sprintf("%s: redis %d, dynamodb %d", t.Target, c.N, t.Count), true)
+			drifted = true
+		}
+		if s, ok := allTime[t.Target]; (ok && s != t.Count) || (!ok && t.Count != 0) {
+			w.Findings.Found("trending", fmt.Sprintf("%s: all-time score %d, count %d", t.Target, s, t.Count), true)
+			drifted = true
+		}
+		if drifted {
+			reset = append(reset, t)
+		}
+	}
+	if len(reset) == 0 {
+		return nil
+	}
+	return j.Mirror.Reset(ctx, reset)
+}
+
+// recompute rewrites every durable count from the edges: first for every
+// target with ACTIVE edges (a lost count item comes back), then for every
+// count item (a target whose edges all went reads 0).
+func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	c, err := decodeCursor(cursor)
+	if err != nil {
+		return "", false, err
+	}
+	for c.Phase == 0 {
+		if ctx.Err() != nil {
+			return c.String(), false, nil
+		}
+		targets, next, err := j.Edges.ScanTargets(ctx, c.After)
+		if err != nil {
+			return "", false, err
+		}
+		now := j.Clock.Now()
+		tallies := make([]Tally, len(targets))
+		for i, t := range targets {
+			if tallies[i], err = j.Counts.TargetTally(ctx, t, now); err != nil {
+				return "", false, err
+			}
+		}
+		if err := j.rewrite(ctx, tallies, w); err != nil {
+			return "", false, err
+		}
+		w.Progress.Done += int64(len(targets))
+		c.After = next
+		if next == nil {
+			c.Phase = 1
+		}
+		if err := w.Checkpoint(ctx, c.String()); err != nil {
+			return "", false, err
+		}
+	}
+	return j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
+		var totals []Tally
+		for _, t := range tallies {
+			if t.HasTotal && t.Count != 0 {
+				totals = append(totals, t)
+			}
+		}
+		w.Progress.Done += int64(len(totals))
+		return j.rewrite(ctx, totals, w)
+	})
+}

@@ -1,0 +1,155 @@
+package streaks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/jobs"
+)
+
+// JobCache is what the jobs read of the Redis streak boards.
+type JobCache interface {
+	Rebuild(ctx context.Context, now time.Time, live func(fn func([]State) error) error) error
+	// Stored returns the streaks a board holds for users and its size.
+	Stored(ctx context.Context, region string, users []string, now time.Time) (map[string]int64, int64, error)
+}
+
+// JobStore is what the jobs read and recompute of Streaks.
+type JobStore interface {
+	Live(ctx context.Context, now time.Time, fn func([]State) error) error
+	// Reindex rewrites the board index entries (live and regional keys) of
+	// a page of streaks from their state, from after; it returns how many
+	// it read and rewrote, and where to continue ("" after the last page).
+	Reindex(ctx context.Context, after string) (read, rewritten int, next string, err error)
+}
+
+// Jobs are the streaks' tasks: rebuild the Redis boards from the live
+// streaks, reconcile them with Streaks, and recompute the boards' index
+// entries in Streaks from each player's state.
+type Jobs struct {
+	Store JobStore
+	Cache JobCache
+	Clock clock.Clock
+}
+
+// Tasks registers the streaks target of every kind.
+func (j *Jobs) Tasks() jobs.Tasks {
+	return jobs.Tasks{
+		{Kind: jobs.Rebuild, Target: jobs.Streaks}:   jobs.Named("streaks-rebuild", j.rebuild),
+		{Kind: jobs.Reconcile, Target: jobs.Streaks}: jobs.Named("streaks-reconcile", j.reconcile),
+		{Kind: jobs.Recompute, Target: jobs.Streaks}: jobs.Named("streaks-recompute", j.recompute),
+	}
+}
+
+// rebuild reloads every streak board in one go: the live streaks are few
+// next to the players (a streak breaks after a day or two idle).
+func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
+	now := j.Clock.Now()
+	err := j.Cache.Rebuild(ctx, now, func(fn func([]State) error) error {
+		return j.Store.Live(ctx, now, func(page []State) error {
+			w.Progress.Done += int64(len(page))
+			w.Findings.Checked += int64(len(page))
+			return fn(page)
+		})
+	})
+	return "", err == nil, err
+}
+
+// reconcile compares every live streak with the global board and its
+// region's, and each board's size with the live streaks; when anything
+// drifted, it rebuilds the boards.
+func (j *Jobs) reconcile(ctx context.Context, spec jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
+	now := j.Clock.Now()
+	live := map[string]int64{}
+	drifted := int64(0)
+	err := j.Store.Live(ctx, now, func(page []State) error {
+		byRegion := map[string][]State{"": page}
+		for _, st := range page {
+			if st.Region != "" {
+				byRegion[st.Region] = append(byRegion[st.Region], st)
+			}
+		}
+		for region, states := range byRegion {
+			users := make([]string, len(states))
+			for i, st := range states {
+				users[i] = st.UserID
+			}
+			held, _, err := j.Cache.Stored(ctx, region, users, now)
+			if err != nil {
+				return err
+			}
+			for _, st := range states {
+				w.Findings.Checked++
+				if got, ok := held[st.UserID]; !ok || got != st.Current {
+					w.Findings.Found("streak_board", fmt.Sprintf("board %q: %s has %d in redis, %d in dynamodb", boardName(region), st.UserID, got, st.Current), false)
+					drifted++
+				}
+			}
+			live[region] += int64(len(states))
+		}
+		w.Progress.Done += int64(len(page))
+		return nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	regions := make([]string, 0, len(live))
+	for r := range live {
+		regions = append(regions, r)
+	}
+	slices.Sort(regions)
+	for _, region := range regions {
+		_, total, err := j.Cache.Stored(ctx, region, nil, now)
+		if err != nil {
+			return "", false, err
+		}
+		if total > live[region] {
+			w.Findings.Found("streak_board", fmt.Sprintf("board %q: redis holds %d streaks, %d are live", boardName(region), total, live[region]), false)
+			drifted++
+		}
+	}
+	if drifted == 0 {
+		return "", true, nil
+	}
+	if _, _, err := j.rebuild(ctx, spec, "", &jobs.Work{Findings: &jobs.Findings{}}); err != nil {
+		return "", false, err
+	}
+	w.Findings.Repaired += drifted
+	return "", true, nil
+}
+
+func boardName(region string) string {
+	if region == "" {
+		return "global"
+	}
+	return region
+}
+
+// recompute rewrites the boards' index entries in Streaks from each
+// player's state, a page at a time.
+func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	for {
+		if ctx.Err() != nil {
+			return cursor, false, nil
+		}
+		read, rewritten, next, err := j.Store.Reindex(ctx, cursor)
+		if err != nil {
+			return "", false, err
+		}
+		w.Findings.Checked += int64(read)
+		w.Progress.Done += int64(read)
+		for range rewritten {
+			w.Findings.Found("streak_index", "a streak's board index entry was off its state", true)
+		}
+		if next == "" {
+			return "", true, nil
+		}
+		cursor = next
+		if err := w.Checkpoint(ctx, cursor); err != nil {
+			return "", false, err
+		}
+	}
+}
