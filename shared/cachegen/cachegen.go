@@ -240,3 +240,14 @@ func (t *Tracker) Advance(ctx context.Context, gen int64) error {
 	t.Forget()
 	return nil
 }
+
+// The scopes: each feature that mirrors DynamoDB in Redis has one.
+const (
+	ScopeReactions    = "reactions"
+	ScopeLeaderboards = "leaderboards"
+	ScopeStreaks      = "streaks"
+)
+
+// Scopes lists every scope (a health check asks each whether Redis can
+// be trusted).
+func Scopes() []string { return []string{ScopeReactions, ScopeLeaderboards, ScopeStreaks} }

@@ -48,6 +48,12 @@ type Config struct {
 	// SnapshotEvery is how often processors store top-N snapshots for
 	// reads while Redis is down.
 	SnapshotEvery time.Duration
+	// ReconcileEvery is how often the job runner starts a reconcile of
+	// everything on its own; 0 never.
+	ReconcileEvery time.Duration
+	// ReconcileSettle is how long a reconcile waits before it confirms a
+	// count that is off its edges (it may be a change in flight).
+	ReconcileSettle time.Duration
 	// FirehoseStream is the analytics delivery stream the shipper sends
 	// events to (in AWS).
 	FirehoseStream string
@@ -110,6 +116,12 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.SnapshotEvery, err = durationEnv("RALLY_SNAPSHOT_EVERY", 10*time.Second); err != nil {
+		return c, err
+	}
+	if c.ReconcileEvery, err = durationEnv("RALLY_RECONCILE_EVERY", 24*time.Hour); err != nil {
+		return c, err
+	}
+	if c.ReconcileSettle, err = durationEnv("RALLY_RECONCILE_SETTLE", 5*time.Minute); err != nil {
 		return c, err
 	}
 	if c.Limits.FavoritesPerPlayer, err = intEnv("RALLY_LIMIT_FAVORITES_PER_MINUTE", 30); err != nil {

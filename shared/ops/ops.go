@@ -1,5 +1,6 @@
 // Package ops serves what an operating team calls with service credentials:
-// the batches stream processors parked (archived with their records by
+// a health report, the operations jobs (shared/jobs), and the batches
+// stream processors parked (archived with their records by
 // shared/deadletters) and their redrive.
 package ops
 
@@ -10,9 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/cachegen"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -21,6 +28,16 @@ type API struct {
 	Archive *deadletters.Archive
 	// Invoker runs a processor with a batch (Lambda's Invoke).
 	Invoker deadletters.Invoker
+	Jobs    *jobs.Store
+	Clock   clock.Clock
+	// Redis and the cache generations of every scope, for health.
+	Redis  redis.UniversalClient
+	Caches []*cachegen.Tracker
+	// DB and Erasures (the table's name) count the pending erasures.
+	DB       ddb.DB
+	Erasures string
+	// Lags, when set, says how far behind each processor is.
+	Lags Lags
 }
 
 type (

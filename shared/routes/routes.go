@@ -411,7 +411,7 @@ func All() []Route {
 		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
-		ListDeadLetters, RedriveDeadLetters,
+		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
 	}
 }
 
@@ -420,7 +420,7 @@ func Processors() []Processor {
 	return []Processor{
 		CounterProcessor, LeaderboardProcessor, StreakProcessor,
 		AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
-		ErasureProcessor,
+		ErasureProcessor, JobRunner,
 	}
 }
 
@@ -437,6 +437,50 @@ var (
 		Uses:    Uses{Writes: []schema.Table{schema.DeadLetters}, Processors: true, Invokes: true},
 	}
 )
+
+// Jobs and health.
+var (
+	OpsHealth = Route{
+		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service,
+		Summary: "Whether Redis and DynamoDB answer, how far behind each processor is, parked batches, running jobs, pending erasures and the last reconcile",
+		Uses: Uses{
+			Reads: []schema.Table{schema.Counters, schema.DeadLetters, schema.Jobs, schema.Erasures},
+			Redis: true,
+		},
+	}
+	StartJob = Route{
+		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service,
+		Summary: "Start a rebuild, reconcile or recompute job",
+		Uses:    Uses{Writes: []schema.Table{schema.Jobs}},
+	}
+	GetJob = Route{
+		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service,
+		Summary: "A job's state, progress and findings",
+		Uses:    Uses{Reads: []schema.Table{schema.Jobs}},
+	}
+)
+
+// JobRunner runs the operations jobs: the Jobs stream hands it each job
+// when asked for and after each checkpoint, and its tick resumes jobs a
+// crash left, and starts the scheduled reconcile.
+var JobRunner = Processor{
+	Function: "job-runner",
+	Feature:  Operations,
+	Source:   schema.Jobs,
+	Summary:  "Runs rebuild, reconcile and recompute jobs across invocations, checkpointed and leased; starts the daily reconcile",
+	Uses: Uses{
+		Reads:  []schema.Table{schema.Reactions, schema.Leaderboards},
+		Writes: []schema.Table{schema.Jobs, schema.Counters, schema.Scores, schema.Streaks},
+		Redis:  true,
+	},
+	// One job per invocation is the usual case: a job's records come one
+	// checkpoint at a time.
+	BatchSize:    10,
+	BatchWindow:  0,
+	MaxRetries:   4,
+	MaxRecordAge: time.Hour,
+	Tick:         time.Minute,
+}
 
 // Consumer is a Lambda fed by SQS queues.
 type Consumer struct {

@@ -97,6 +97,13 @@ type Options struct {
 	// every record, as DynamoDB Local does, so moving the clock by days
 	// (streaks, periods) loses nothing still in flight.
 	StreamRetention time.Duration
+	// ReconcileEvery is how often the job runner starts a reconcile on its
+	// own (RALLY_RECONCILE_EVERY in AWS); zero (the default) never, since
+	// the stack's clock may be moved by days.
+	ReconcileEvery time.Duration
+	// ReconcileSettle is how long a reconcile waits before confirming a
+	// count off its edges; zero (the default) confirms at once.
+	ReconcileSettle time.Duration
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
@@ -303,6 +310,7 @@ func (s *Stack) config() (config.Config, error) {
 	// others (a redrive), under the declared names.
 	cfg.LambdaEndpoint = s.url
 	cfg.Functions = map[string]string{}
+	cfg.ReconcileEvery, cfg.ReconcileSettle = s.opts.ReconcileEvery, s.opts.ReconcileSettle
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}

@@ -4,11 +4,14 @@
 package all
 
 import (
+	"maps"
+
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
+	"github.com/rallyhq/rally/shared/jobs"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
 	opsbind "github.com/rallyhq/rally/shared/ops/bind"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
@@ -26,6 +29,7 @@ func Features() []app.Feature {
 	return []app.Feature{
 		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
 		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters, opsbind.Operations,
+		Jobs,
 	}
 }
 
@@ -53,5 +57,23 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 		Clock:   d.Clock,
 		Log:     d.Log,
 		Metrics: d.Metrics,
+	}
+}
+
+// Jobs binds the job runner, which rebuilds, reconciles and recomputes
+// every feature's derived state.
+var Jobs = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) app.Handlers {
+	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.JobRunner.Function: JobRunner(d).Process}}
+}}
+
+// JobRunner runs jobs with every feature's tasks.
+func JobRunner(d *app.Deps) *jobs.Runner {
+	tasks := jobs.Tasks{}
+	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d)} {
+		maps.Copy(tasks, t)
+	}
+	return &jobs.Runner{
+		Store: opsbind.Jobs(d), Tasks: tasks, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Owner: jobs.NewID(), ReconcileEvery: d.Config.ReconcileEvery,
 	}
 }

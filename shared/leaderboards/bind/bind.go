@@ -6,6 +6,7 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/leaderboards/mirror"
@@ -54,4 +55,10 @@ func Eraser(d *app.Deps) *leaderboards.Eraser {
 		Definitions: Definitions(d), Scores: Scores(d),
 		Sync: mirror.New(d.Redis, d.Generations(mirror.Scope)),
 	}
+}
+
+// Jobs are the leaderboards' rebuild, reconcile and recompute tasks.
+func Jobs(d *app.Deps) jobs.Tasks {
+	j := &leaderboards.Jobs{Defs: Definitions(d), Scores: Scores(d), Cache: mirror.New(d.Redis, d.Generations(mirror.Scope)), Clock: d.Clock}
+	return j.Tasks()
 }

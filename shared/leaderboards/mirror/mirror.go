@@ -19,7 +19,7 @@ import (
 )
 
 // Scope is the cache generation scope of leaderboards.
-const Scope = "leaderboards"
+const Scope = cachegen.ScopeLeaderboards
 
 // ErrStale means Redis cannot be trusted for leaderboards right now.
 var ErrStale = errors.New("leaderboards mirror: redis may be behind dynamodb")

@@ -4,10 +4,13 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/deadletters"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/ops"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Operations binds the operations routes.
@@ -16,12 +19,30 @@ var Operations = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) ap
 	for name, declared := range d.Config.Functions {
 		deployed[declared] = name
 	}
+	var caches []*cachegen.Tracker
+	for _, scope := range cachegen.Scopes() {
+		caches = append(caches, d.Generations(scope))
+	}
 	h := &ops.API{
-		Archive: deadlettersbind.Archive(d),
-		Invoker: deadletters.LambdaInvoker{Client: d.Lambda(), Deployed: deployed},
+		Archive:  deadlettersbind.Archive(d),
+		Invoker:  deadletters.LambdaInvoker{Client: d.Lambda(), Deployed: deployed},
+		Jobs:     Jobs(d),
+		Clock:    d.Clock,
+		Redis:    d.Redis,
+		Caches:   caches,
+		DB:       d.DB,
+		Erasures: d.Table(schema.Erasures),
 	}
 	return app.Handlers{Endpoints: map[string]api.Endpoint{
 		routes.ListDeadLetters.Function:    h.ListDeadLetters,
 		routes.RedriveDeadLetters.Function: h.RedriveDeadLetters,
+		routes.OpsHealth.Function:          h.Health,
+		routes.StartJob.Function:           h.StartJob,
+		routes.GetJob.Function:             h.GetJob,
 	}}
 }}
+
+// Jobs is the Jobs table.
+func Jobs(d *app.Deps) *jobs.Store {
+	return &jobs.Store{DB: d.DB, Table: d.Table(schema.Jobs)}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/ratelimit"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
@@ -97,4 +98,13 @@ func Eraser(d *app.Deps, awaits reactions.ErasureAwaits) *reactions.Eraser {
 		Edges: Edges(d), Counts: Counts(d), Cache: mirror.New(d.Redis, gen), Gen: gen,
 		Awaits: awaits, Limits: d.Limiter(), Budgets: Budgets(d),
 	}
+}
+
+// Jobs are the reactions' rebuild, reconcile and recompute tasks.
+func Jobs(d *app.Deps) jobs.Tasks {
+	j := &reactions.Jobs{
+		Edges: Edges(d), Counts: Counts(d), Mirror: mirror.New(d.Redis, d.Generations(mirror.Scope)),
+		Clock: d.Clock, Settle: d.Config.ReconcileSettle,
+	}
+	return j.Tasks()
 }

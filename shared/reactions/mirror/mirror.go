@@ -27,7 +27,7 @@ import (
 var ErrStale = errors.New("reactions mirror: redis may be behind dynamodb")
 
 // Scope is the cache generation scope of reactions.
-const Scope = "reactions"
+const Scope = cachegen.ScopeReactions
 
 // Retention of cached values that are read through from DynamoDB.
 const (

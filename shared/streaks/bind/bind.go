@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
 	"github.com/rallyhq/rally/shared/routes"
@@ -61,4 +62,10 @@ func Store(d *app.Deps) *dynamo.Store {
 func Eraser(d *app.Deps) *streaks.Eraser {
 	gen := d.Generations(mirror.Scope)
 	return &streaks.Eraser{Store: Store(d), Cache: mirror.New(d.Redis, gen), Gen: gen}
+}
+
+// Jobs are the streaks' rebuild, reconcile and recompute tasks.
+func Jobs(d *app.Deps) jobs.Tasks {
+	j := &streaks.Jobs{Store: Store(d), Cache: mirror.New(d.Redis, d.Generations(mirror.Scope)), Clock: d.Clock}
+	return j.Tasks()
 }

@@ -31,7 +31,7 @@ import (
 )
 
 // Scope is the cache generation scope of streaks.
-const Scope = "streaks"
+const Scope = cachegen.ScopeStreaks
 
 // ErrStale means Redis cannot be trusted for streaks right now.
 var ErrStale = errors.New("streaks mirror: redis may be behind dynamodb")

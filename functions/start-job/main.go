@@ -1,0 +1,17 @@
+// Command start-job is the Lambda behind POST /v1/ops/jobs.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/ops/bind"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func main() {
+	deps := app.MustLoad(context.Background())
+	lambda.Start(deps.HTTP(bind.Operations, routes.StartJob))
+}
