@@ -14,6 +14,9 @@ import (
 	"github.com/rallyhq/rally/shared/routes"
 )
 
+// StageName is the API's one stage, served at the root of its URL.
+const StageName = "$default"
+
 // APIProps configures the HTTP API.
 type APIProps struct {
 	Stage        string
@@ -51,9 +54,12 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		Retention: props.LogRetention, RemovalPolicy: removal(props.Protect),
 	})
 	stage := a.HttpApi.AddStage(jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageOptions{
-		StageName:         jsii.String("$default"),
+		StageName:         jsii.String(StageName),
 		AutoDeploy:        jsii.Bool(true),
 		AccessLogSettings: &accessLogSettings{destination: awsapigatewayv2.NewLogGroupLogDestination(accessLogs)},
+		// Metrics per route (requests, 5xx, latency) for the alarms and
+		// the dashboards; CloudWatch bills them as custom metrics.
+		DetailedMetricsEnabled: jsii.Bool(true),
 	})
 	a.URL = stage.Url()
 

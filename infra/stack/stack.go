@@ -143,8 +143,14 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Protect:    props.Protect,
 	})
 	s.Observability = NewObservability(s.Stack, "Observability", ObservabilityProps{
+		Stage:      props.Stage,
 		Functions:  s.Functions,
 		Processors: s.Processors,
+		API:        s.API,
+		Data:       s.Data,
+		Declared: Declared{
+			Routes: props.Routes, Processors: props.Processors, Consumers: props.Consumers, Tables: props.Tables,
+		},
 		Analytics:  s.Analytics,
 		AlarmEmail: props.AlarmEmail,
 		Protect:    props.Protect,

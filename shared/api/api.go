@@ -51,9 +51,16 @@ const MaxBodyBytes = 16 << 10
 // metric is what sees a route failing (its alarm is in the CDK stack).
 const MetricServerErrors = "ServerErrors"
 
+// MetricDegradedReads counts the reads a function answered with
+// "degraded": true: served from DynamoDB because Redis was unreachable or
+// not trusted. Counted here, from the answer itself, every read route that
+// keeps the API's promise is counted without a line of its own.
+const MetricDegradedReads = "DegradedReads"
+
 // Serve adapts an endpoint to the Lambda handler signature: it builds the
 // Request, maps errors to problems, logs failures with the request id, and
-// counts the 5xx answers in metrics (nil counts nothing).
+// counts the 5xx answers and the degraded reads in metrics (nil counts
+// nothing).
 func Serve(log *slog.Logger, metrics *obs.Metrics, e Endpoint) Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		req := &Request{Event: ev}
@@ -70,8 +77,24 @@ func Serve(log *slog.Logger, metrics *obs.Metrics, e Endpoint) Handler {
 		if resp.Status >= 500 {
 			metrics.Count(MetricServerErrors, 1, nil)
 		}
-		return Encode(resp), nil
+		out := Encode(resp)
+		if degraded(out) {
+			metrics.Count(MetricDegradedReads, 1, nil)
+		}
+		return out, nil
 	}
+}
+
+// degraded reports whether a successful answer says it was served without
+// Redis. The field is omitted unless true, so most bodies are not parsed.
+func degraded(out events.APIGatewayV2HTTPResponse) bool {
+	if out.StatusCode != http.StatusOK || !strings.Contains(out.Body, `"degraded"`) {
+		return false
+	}
+	var body struct {
+		Degraded bool `json:"degraded"`
+	}
+	return json.Unmarshal([]byte(out.Body), &body) == nil && body.Degraded
 }
 
 // Encode renders a Response as an API Gateway v2 response.

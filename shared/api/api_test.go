@@ -124,6 +124,39 @@ func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
 	}
 }
 
+// A read served without Redis says so in its answer; that answer is what
+// is counted, so every read route is, whoever wrote it.
+func TestServeCountsTheReadsAnsweredDegraded(t *testing.T) {
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	type count struct {
+		N        int64 `json:"count"`
+		Degraded bool  `json:"degraded,omitempty"`
+	}
+	for name, tc := range map[string]struct {
+		resp    Response
+		err     error
+		counted bool
+	}{
+		"degraded read":         {resp: OK(count{N: 3, Degraded: true}), counted: true},
+		"read served by Redis":  {resp: OK(count{N: 3})},
+		"degraded only nested":  {resp: OK(map[string]any{"game": map[string]bool{"degraded": true}})},
+		"a string that says it": {resp: OK(map[string]string{"title": `"degraded":true`})},
+		"failed read":           {err: errs.New(errs.Unavailable, "down")},
+		"write":                 {resp: Accepted(map[string]bool{"degraded": true})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var emitted bytes.Buffer
+			h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) { return tc.resp, tc.err })
+			if _, err := h(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if counted := strings.Contains(emitted.String(), `"`+MetricDegradedReads+`":1`); counted != tc.counted {
+				t.Fatalf("degraded read counted %v, want %v; metrics %q", counted, tc.counted, emitted.String())
+			}
+		})
+	}
+}
+
 func TestCallerComesFromTheAuthorizer(t *testing.T) {
 	jwt := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
 		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{

@@ -10,6 +10,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/hotcache"
+	"github.com/rallyhq/rally/shared/obs"
 )
 
 // Service applies the leaderboard rules over the stores and the cache.
@@ -20,6 +21,9 @@ type Service struct {
 	Cache   Cache
 	Clock   clock.Clock
 	Log     *slog.Logger
+	// Metrics counts the reads the caches served (the hot caches, Redis)
+	// and those that fell through to DynamoDB, which are degraded.
+	Metrics *obs.Metrics
 
 	// Hot boards: top windows and much-viewed ranks are reused for a
 	// moment, and concurrent misses share one Redis call.
@@ -114,15 +118,28 @@ func (s *Service) Board(ctx context.Context, id string) (Board, error) {
 	b := Board{Definition: d, CurrentPeriod: d.PeriodAt(s.Clock.Now())}
 	total, err := s.Cache.Total(ctx, d, b.CurrentPeriod)
 	if err != nil || total == 0 {
+		s.Metrics.CacheReads(0, 1)
 		durable, derr := s.Scores.Members(ctx, d.ID, b.CurrentPeriod)
 		if derr != nil {
 			return Board{}, derr
 		}
 		b.Degraded = err != nil || durable != total
 		total = durable
+	} else {
+		s.Metrics.CacheReads(1, 0)
 	}
 	b.Total = total
 	return b, nil
+}
+
+// countRead counts one read of a board's entries: served by a cache (the
+// hot cache, Redis) or, degraded, by DynamoDB.
+func (s *Service) countRead(degraded bool) {
+	if degraded {
+		s.Metrics.CacheReads(0, 1)
+	} else {
+		s.Metrics.CacheReads(1, 0)
+	}
 }
 
 // Submit applies a match to a board: recorded exactly once, applied under
@@ -183,6 +200,9 @@ func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error
 	}
 	n = min(n, d.MaxN)
 	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d", id, period, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, n) })
+	if err == nil {
+		s.countRead(t.Degraded)
+	}
 	return t, err
 }
 
@@ -246,6 +266,9 @@ func (s *Service) Rank(ctx context.Context, id, period, player string, k int) (S
 	st, _, err := s.ranks.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.rank(ctx, d, period, player, k)
 	})
+	if err == nil {
+		s.countRead(st.Degraded)
+	}
 	return st, err
 }
 
@@ -292,6 +315,9 @@ func (s *Service) FriendsRank(ctx context.Context, id, period, player string, k 
 	st, _, err := s.friends.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.friendsRank(ctx, d, period, player, k)
 	})
+	if err == nil {
+		s.countRead(st.Degraded)
+	}
 	return st, err
 }
 

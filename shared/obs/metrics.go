@@ -21,8 +21,23 @@ const (
 // Namespace is the CloudWatch namespace of every Rally metric.
 const Namespace = "Rally"
 
+// Metric names every feature emits the same way.
+const (
+	// MetricCacheHits counts reads answered from a cache: Redis, or the
+	// in-process hot cache in front of it.
+	MetricCacheHits = "CacheHits"
+	// MetricCacheMisses counts reads that fell through to DynamoDB: read
+	// through on a miss, or served degraded without Redis.
+	MetricCacheMisses = "CacheMisses"
+)
+
 // Metrics writes CloudWatch Embedded Metric Format lines; CloudWatch Logs
 // turns them into metrics without an API call on the hot path.
+//
+// Every value is published twice: per function (Function plus the
+// metric's own dimensions) and once for all of Rally, with no dimension at
+// all. An alarm on a signal of the whole service (degraded reads, drift
+// found by a job) then watches one metric, whichever functions emit it.
 type Metrics struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -36,7 +51,8 @@ func NewMetrics(w io.Writer, function string) *Metrics {
 	return &Metrics{w: w, function: function, now: time.Now}
 }
 
-// Emit writes one metric value. Extra dimensions are added to Function.
+// Emit writes one metric value. Extra dimensions are added to Function;
+// the total for all of Rally has none.
 func (m *Metrics) Emit(name string, value float64, unit Unit, dims map[string]string) {
 	if m == nil || m.w == nil {
 		return
@@ -51,7 +67,7 @@ func (m *Metrics) Emit(name string, value float64, unit Unit, dims map[string]st
 		"Timestamp": m.now().UnixMilli(),
 		"CloudWatchMetrics": []any{map[string]any{
 			"Namespace":  Namespace,
-			"Dimensions": [][]string{keys},
+			"Dimensions": [][]string{keys, {}},
 			"Metrics":    []any{map[string]any{"Name": name, "Unit": unit}},
 		}},
 	}
@@ -67,4 +83,12 @@ func (m *Metrics) Emit(name string, value float64, unit Unit, dims map[string]st
 // Count emits a count metric.
 func (m *Metrics) Count(name string, n int, dims map[string]string) {
 	m.Emit(name, float64(n), Count, dims)
+}
+
+// CacheReads counts the reads of one answer that a cache served (hits) and
+// that fell through to DynamoDB (misses). Both are written, zeros too, so
+// the hit ratio hits/(hits+misses) has both terms in every period.
+func (m *Metrics) CacheReads(hits, misses int) {
+	m.Count(MetricCacheHits, hits, nil)
+	m.Count(MetricCacheMisses, misses, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,9 +52,34 @@ func TestMetricsAreEmbeddedMetricFormat(t *testing.T) {
 	}
 	cw := doc.AWS.CloudWatchMetrics
 	if doc.AWS.Timestamp != 1795346400000 || len(cw) != 1 || cw[0].Namespace != Namespace ||
-		len(cw[0].Dimensions) != 1 || len(cw[0].Dimensions[0]) != 2 || cw[0].Metrics[0].Name != "ChangesApplied" ||
-		cw[0].Metrics[0].Unit != "Count" || doc.Function != "counter-processor" || doc.Kind != "favorite" || doc.ChangesApplied != 3 {
+		cw[0].Metrics[0].Name != "ChangesApplied" || cw[0].Metrics[0].Unit != "Count" ||
+		doc.Function != "counter-processor" || doc.Kind != "favorite" || doc.ChangesApplied != 3 {
 		t.Fatalf("EMF document %s", buf.String())
+	}
+	// Per function with its own dimensions, and once for all of Rally.
+	if sets := cw[0].Dimensions; len(sets) != 2 || !slices.Equal(sets[0], []string{"Function", "Kind"}) || len(sets[1]) != 0 {
+		t.Fatalf("dimension sets %v", sets)
+	}
+}
+
+// A hit ratio needs both of its terms in every period, zeros included.
+func TestCacheReadsWriteHitsAndMissesEvenWhenZero(t *testing.T) {
+	var buf bytes.Buffer
+	NewMetrics(&buf, "count-likes").CacheReads(0, 1)
+	got := map[string]float64{}
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var doc map[string]any
+		if err := json.Unmarshal(line, &doc); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		for _, name := range []string{MetricCacheHits, MetricCacheMisses} {
+			if v, ok := doc[name].(float64); ok {
+				got[name] = v
+			}
+		}
+	}
+	if len(got) != 2 || got[MetricCacheHits] != 0 || got[MetricCacheMisses] != 1 {
+		t.Fatalf("emitted %v from %s", got, buf.String())
 	}
 }
 

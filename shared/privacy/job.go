@@ -15,6 +15,11 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
+// MetricOldestPendingAge is how long the oldest erasure still pending has
+// waited since it was requested, reported on every scheduled tick (0 when
+// none waits): an erasure that never completes shows as an age that grows.
+const MetricOldestPendingAge = "OldestPendingErasureAgeSeconds"
+
 // Part is one place an erasure clears; each feature implements its own
 // (reactions.Eraser, leaderboards.Eraser, streaks.Eraser,
 // idempotency.Eraser, players.Eraser). Erase returns done once nothing of
@@ -64,11 +69,18 @@ func (j *Job) Process(ctx context.Context, records []events.DynamoDBEventRecord)
 		if batch == 0 {
 			batch = 8
 		}
-		pending, err := j.Records.PendingHashes(ctx, batch)
+		pending, err := j.Records.Pending(ctx, batch)
 		if err != nil {
 			return err
 		}
-		hashes = pending
+		var age time.Duration
+		if len(pending) > 0 {
+			age = j.Clock.Now().Sub(pending[0].RequestedAt)
+		}
+		j.Metrics.Emit(MetricOldestPendingAge, age.Seconds(), obs.Seconds, nil)
+		for _, w := range pending {
+			hashes = append(hashes, w.Hash)
+		}
 	}
 	for _, rec := range records {
 		if h, ok := requested(rec); ok {

@@ -1,7 +1,12 @@
 package privacy_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +17,8 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -46,8 +53,8 @@ func TestOneErasurePendingPerUser(t *testing.T) {
 			t.Fatalf("concurrent requests made several erasures: %v", ids)
 		}
 	}
-	pending, err := r.PendingHashes(ctx, 10)
-	if err != nil || len(pending) != 1 || pending[0] != privacy.Hash("ann") {
+	pending, err := r.Pending(ctx, 10)
+	if err != nil || len(pending) != 1 || pending[0].Hash != privacy.Hash("ann") || !pending[0].RequestedAt.Equal(now) {
 		t.Fatalf("pending %v %v", pending, err)
 	}
 	e, _, err := r.Get(ctx, privacy.Hash("ann"))
@@ -61,12 +68,55 @@ func TestOneErasurePendingPerUser(t *testing.T) {
 	if err != nil || done.Status != privacy.Completed || done.UserID != "" || !done.CompletedAt.Equal(now.Add(time.Minute)) {
 		t.Fatalf("completed record %+v %v", done, err)
 	}
-	if pending, _ := r.PendingHashes(ctx, 10); len(pending) != 0 {
+	if pending, _ := r.Pending(ctx, 10); len(pending) != 0 {
 		t.Fatalf("a completed erasure is still listed as pending: %v", pending)
 	}
 	again, err := r.Request(ctx, "ann", now.Add(time.Hour))
 	if err != nil || again.ID == e.ID || again.Status != privacy.Pending {
 		t.Fatalf("a request after completion: %+v %v", again, err)
+	}
+}
+
+// Every scheduled tick says how long the oldest pending erasure has
+// waited, and 0 once none waits, so an erasure that never completes shows.
+func TestTicksReportTheAgeOfTheOldestPendingErasure(t *testing.T) {
+	r, _, _ := records(t)
+	ctx := context.Background()
+	requested := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for i, user := range []string{"cyd", "dot"} {
+		if _, err := r.Request(ctx, user, requested.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := clock.NewSettable()
+	clk.Set(requested.Add(2 * time.Hour))
+	tick := func() float64 {
+		t.Helper()
+		var emitted bytes.Buffer
+		job := &privacy.Job{
+			Records: r, Clock: clk, Metrics: obs.NewMetrics(&emitted, "erasure-processor"),
+			Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		}
+		if err := job.Process(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(emitted.String()), "\n") {
+			if json.Unmarshal([]byte(line), &doc) == nil && doc[privacy.MetricOldestPendingAge] != nil {
+				return doc[privacy.MetricOldestPendingAge].(float64)
+			}
+		}
+		t.Fatalf("no %s in %q", privacy.MetricOldestPendingAge, emitted.String())
+		return 0
+	}
+	// The tick reports cyd's two hours, then (with no parts to erase)
+	// completes both erasures; the next tick finds none waiting.
+	// (The settable clock runs on from where it was set.)
+	if age := tick(); age < (2*time.Hour).Seconds() || age > (2*time.Hour+time.Minute).Seconds() {
+		t.Fatalf("oldest pending age %v s, want two hours", age)
+	}
+	if age := tick(); age != 0 {
+		t.Fatalf("oldest pending age %v s with none pending, want 0", age)
 	}
 }
 

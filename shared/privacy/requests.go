@@ -127,8 +127,14 @@ func (s *Records) Get(ctx context.Context, hash string) (Erasure, bool, error) {
 	return r.erasure(), true, nil
 }
 
-// PendingHashes lists up to limit erasures still pending, oldest first.
-func (s *Records) PendingHashes(ctx context.Context, limit int32) ([]string, error) {
+// Waiting is an erasure still pending, as the by_pending index lists it.
+type Waiting struct {
+	Hash        string
+	RequestedAt time.Time
+}
+
+// Pending lists up to limit erasures still pending, oldest first.
+func (s *Records) Pending(ctx context.Context, limit int32) ([]Waiting, error) {
 	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
 		expression.Key(schema.AttrPending).Equal(expression.Value(string(Pending))))))
 	in.IndexName, in.Limit = aws.String(schema.IndexErasuresPending), aws.Int32(limit)
@@ -136,13 +142,15 @@ func (s *Records) PendingHashes(ctx context.Context, limit int32) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("privacy: list pending erasures: %w", err)
 	}
-	hashes := make([]string, 0, len(out.Items))
+	waiting := make([]Waiting, 0, len(out.Items))
 	for _, it := range out.Items {
-		if v, ok := it[schema.AttrUserHash].(*types.AttributeValueMemberS); ok {
-			hashes = append(hashes, v.Value)
+		var r record
+		if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+			return nil, fmt.Errorf("privacy: decode pending erasure: %w", err)
 		}
+		waiting = append(waiting, Waiting{Hash: r.UserHash, RequestedAt: ddb.ParseTime(r.RequestedAt)})
 	}
-	return hashes, nil
+	return waiting, nil
 }
 
 // errLeased means another run holds the erasure.

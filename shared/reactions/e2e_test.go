@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net/http"
 	"strings"
@@ -19,7 +20,9 @@ import (
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -29,9 +32,15 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // frequent trending snapshots.
 func startStack(t *testing.T, redisURL string) (*stack.Stack, *apitest.Client) {
 	t.Helper()
+	return startStackLogging(t, redisURL, testenv.FailureLog(t))
+}
+
+// startStackLogging is startStack with its logs and metrics sent to log.
+func startStackLogging(t *testing.T, redisURL string, log io.Writer) (*stack.Stack, *apitest.Client) {
+	t.Helper()
 	s := testenv.Stack(t, stack.Options{
 		RedisURL: redisURL,
-		Log:      testenv.FailureLog(t),
+		Log:      log,
 		Configure: func(c *config.Config) {
 			c.Limits = config.Limits{FavoritesPerPlayer: 1000, LikesPerPlayer: 1000, WritesPerIP: 1_000_000}
 			c.SnapshotEvery = 50 * time.Millisecond
@@ -299,10 +308,16 @@ func TestRacingFavoriteAndUnfavoriteEndConsistent(t *testing.T) {
 // With Redis stopped, every reaction route still answers — reads from
 // DynamoDB or the stored snapshot, marked degraded — and writes succeed;
 // once Redis is back, counts match again and reads stop being degraded.
+// The metrics an operator watches say the same: degraded reads and cache
+// misses during the outage, cache hits again after it.
 func TestReactionsSurviveRedisOutage(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.Redis(t)
-	s, c := startStack(t, srv.URL())
+	emitted := testenv.NewEmitted(testenv.FailureLog(t))
+	s, c := startStackLogging(t, srv.URL(), emitted)
+	metrics := func() (degraded, hits, misses float64) {
+		return emitted.Sum(api.MetricDegradedReads), emitted.Sum(obs.MetricCacheHits), emitted.Sum(obs.MetricCacheMisses)
+	}
 	games := []string{"g-a", "g-b", "g-c"}
 	c.Service("PUT", "/v1/games/g-a", map[string]any{"title": "Alpha"}).Expect(t, 200)
 	for i, p := range []string{"p1", "p2", "p3"} {
@@ -331,6 +346,7 @@ func TestReactionsSurviveRedisOutage(t *testing.T) {
 	}
 
 	// Reads answer correctly from DynamoDB, marked degraded.
+	degradedBefore, hitsBefore, missesBefore := metrics()
 	truth := activeEdges(t, s)
 	for _, g := range games {
 		n, degraded := countOf(t, c, "favorite", g)
@@ -353,6 +369,13 @@ func TestReactionsSurviveRedisOutage(t *testing.T) {
 	if top.Map(t)["degraded"] != true || ranking(t, top) != beforeTop {
 		t.Errorf("top during the outage must be the stored snapshot, degraded: %s (before: %s)", top.Body, beforeTop)
 	}
+	// Six degraded answers (four counts, the statuses, the top); every value
+	// they hold fell through: four counts, three statuses, one top.
+	degraded, hits, misses := metrics()
+	if degraded-degradedBefore != 6 || hits != hitsBefore || misses-missesBefore != 8 {
+		t.Errorf("during the outage: %v degraded reads, %v hits, %v misses; want 6, 0, 8",
+			degraded-degradedBefore, hits-hitsBefore, misses-missesBefore)
+	}
 
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -365,6 +388,13 @@ func TestReactionsSurviveRedisOutage(t *testing.T) {
 		return !degraded && !topDegraded
 	})
 	awaitConvergence(t, s, c, games, []string{"post-1", "post-2"}, time.Second)
+	degradedBefore, hitsBefore, _ = metrics()
+	countOf(t, c, "favorite", "g-a")
+	countOf(t, c, "favorite", "g-a")
+	if degraded, hits, _ := metrics(); degraded != degradedBefore || hits-hitsBefore < 1 {
+		t.Errorf("after the outage: %v degraded reads and %v hits in two reads of one count; want 0 and at least 1",
+			degraded-degradedBefore, hits-hitsBefore)
+	}
 	c.Player("p5", "POST", "/v1/favorites/g-b", nil).Expect(t, 200)
 	awaitConvergence(t, s, c, games, []string{"post-1", "post-2"}, 5*time.Second)
 }

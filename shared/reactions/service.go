@@ -7,6 +7,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/games"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/ratelimit"
 )
 
@@ -22,6 +23,8 @@ type Service struct {
 	IPRule  ratelimit.Rule
 	Clock   clock.Clock
 	Log     *slog.Logger
+	// Metrics counts the reads the cache served and those it did not.
+	Metrics *obs.Metrics
 }
 
 // Caller is who writes, for rate limiting.
@@ -103,6 +106,7 @@ func (s *Service) Statuses(ctx context.Context, user string, kind Kind, targets 
 			missing = append(missing, t)
 		}
 	}
+	s.Metrics.CacheReads(len(targets)-len(missing), len(missing))
 	if len(missing) == 0 {
 		return out, false, nil
 	}
@@ -133,8 +137,10 @@ func (s *Service) rememberAll(ctx context.Context, edges []Edge) {
 func (s *Service) Count(ctx context.Context, t Target) (Count, error) {
 	c, found, err := s.Mirror.Count(ctx, t)
 	if err == nil && found {
+		s.Metrics.CacheReads(1, 0)
 		return c, nil
 	}
+	s.Metrics.CacheReads(0, 1)
 	durable, derr := s.Counts.Count(ctx, t)
 	if derr != nil {
 		return Count{}, derr
@@ -159,8 +165,10 @@ func (s *Service) List(ctx context.Context, user string, kind Kind, limit int, a
 func (s *Service) Top(ctx context.Context, kind Kind, w Window, limit int) (Top, error) {
 	top, err := s.Mirror.Top(ctx, kind, w, limit, s.Clock.Now())
 	if err == nil {
+		s.Metrics.CacheReads(1, 0)
 		return top, nil
 	}
+	s.Metrics.CacheReads(0, 1)
 	snap, found, serr := s.Counts.Snapshot(ctx, kind, w)
 	if serr != nil {
 		return Top{}, serr

@@ -225,7 +225,10 @@ type Streak struct {
 func (s *Service) Get(ctx context.Context, user string) (Streak, error) {
 	now := s.Clock.Now()
 	st, ok, cacheErr := s.Cache.Cached(ctx, user)
-	if cacheErr != nil || !ok {
+	if cacheErr == nil && ok {
+		s.Metrics.CacheReads(1, 0)
+	} else {
+		s.Metrics.CacheReads(0, 1)
 		var err error
 		if st, _, err = s.Store.Get(ctx, user); err != nil {
 			return Streak{}, err
@@ -288,8 +291,10 @@ func (s *Service) Top(ctx context.Context, region string, n int) (Top, error) {
 	now := s.Clock.Now()
 	entries, err := s.Cache.Top(ctx, region, n, now)
 	if err == nil {
+		s.Metrics.CacheReads(1, 0)
 		return Top{Entries: entries, AsOf: now}, nil
 	}
+	s.Metrics.CacheReads(0, 1)
 	s.Log.DebugContext(ctx, "streak board from dynamodb", "region", region, "reason", err.Error())
 	entries, err = s.Store.Top(ctx, region, n, now)
 	if err != nil {

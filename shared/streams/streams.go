@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -27,6 +28,13 @@ const (
 	// event source mapping to retry (and finally dead-letter).
 	MetricRecordsRetried = "RecordsRetried"
 )
+
+// MetricLag is how long after its write the oldest change of a batch was
+// done with: the most stale a derived value (a count, a board) was, batch
+// window and processing included. Lambda's IteratorAge is the newest
+// record's age when the batch arrives; this is the oldest's when it
+// leaves. Scheduled ticks carry no records and emit nothing.
+const MetricLag = "StreamLagSeconds"
 
 // Handler is the Lambda signature of every stream processor.
 type Handler func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
@@ -56,10 +64,15 @@ func (e *PartialError) Unwrap() error { return e.Err }
 //
 // Every failure is also counted in metrics (nil counts nothing): a batch
 // reported failed is no Lambda error, so MetricBatchFailures and
-// MetricRecordsRetried are what see a processor failing.
+// MetricRecordsRetried are what see a processor failing. Every batch
+// reports its MetricLag, failed or not: a batch retried over and over
+// shows as lag that grows.
 func Serve(log *slog.Logger, metrics *obs.Metrics, fn BatchFunc) Handler {
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		err := fn(ctx, ev.Records)
+		if written, ok := oldest(ev.Records); ok {
+			metrics.Emit(MetricLag, time.Since(written).Seconds(), obs.Seconds, nil)
+		}
 		if err == nil {
 			return events.DynamoDBEventResponse{}, nil
 		}
@@ -80,6 +93,18 @@ func Serve(log *slog.Logger, metrics *obs.Metrics, fn BatchFunc) Handler {
 			BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: first}},
 		}, nil
 	}
+}
+
+// oldest is the earliest write time of records; ok is false when none
+// carries one.
+func oldest(records []events.DynamoDBEventRecord) (t time.Time, ok bool) {
+	for _, rec := range records {
+		at := rec.Change.ApproximateCreationDateTime.Time
+		if !at.IsZero() && (!ok || at.Before(t)) {
+			t, ok = at, true
+		}
+	}
+	return t, ok
 }
 
 // Unmarshal decodes a stream image into v with the same attributevalue

@@ -3,12 +3,14 @@ package streams
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -57,6 +59,48 @@ func TestServeNamesTheFirstRecordNotApplied(t *testing.T) {
 			}
 			if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
 				t.Fatalf("failures %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A batch reports how stale its oldest change was when it was done with,
+// failed or not; a scheduled tick has no change and reports nothing.
+func TestServeReportsTheLagOfTheOldestChange(t *testing.T) {
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	written := func(ago time.Duration) events.SecondsEpochTime {
+		return events.SecondsEpochTime{Time: time.Now().Add(-ago)}
+	}
+	for name, tc := range map[string]struct {
+		ev     events.DynamoDBEvent
+		err    error
+		lagMin float64 // seconds; < 0 means no lag reported
+	}{
+		"batch": {ev: events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+			{Change: events.DynamoDBStreamRecord{SequenceNumber: "1", ApproximateCreationDateTime: written(90 * time.Second)}},
+			{Change: events.DynamoDBStreamRecord{SequenceNumber: "2", ApproximateCreationDateTime: written(5 * time.Second)}},
+		}}, lagMin: 90},
+		"failed batch": {ev: events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+			{Change: events.DynamoDBStreamRecord{SequenceNumber: "1", ApproximateCreationDateTime: written(time.Hour)}},
+		}}, err: errors.New("store down"), lagMin: 3600},
+		"scheduled tick":        {ev: events.DynamoDBEvent{}, lagMin: -1},
+		"records with no times": {ev: batch("1", "2"), lagMin: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var emitted bytes.Buffer
+			h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, []events.DynamoDBEventRecord) error { return tc.err })
+			_, _ = h(context.Background(), tc.ev)
+			lag, reported := -1.0, false
+			for _, line := range strings.Split(strings.TrimSpace(emitted.String()), "\n") {
+				var doc map[string]any
+				if json.Unmarshal([]byte(line), &doc) == nil {
+					if v, ok := doc[MetricLag].(float64); ok {
+						lag, reported = v, true
+					}
+				}
+			}
+			if reported != (tc.lagMin >= 0) || (reported && (lag < tc.lagMin || lag > tc.lagMin+5)) {
+				t.Fatalf("lag %v reported %v, want about %v s; metrics %q", lag, reported, tc.lagMin, emitted.String())
 			}
 		})
 	}

@@ -21,7 +21,9 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	defs, scores := Definitions(d), Scores(d)
 	gen := d.Generations(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
-	h := &leaderboards.API{Service: leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)}
+	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
+	svc.Metrics = d.Metrics
+	h := &leaderboards.API{Service: svc}
 	p := &leaderboards.Processor{
 		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,

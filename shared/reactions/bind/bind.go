@@ -37,6 +37,7 @@ func bindReactions(d *app.Deps) app.Handlers {
 		IPRule:  perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
 		Clock:   d.Clock,
 		Log:     d.Log,
+		Metrics: d.Metrics,
 	}
 	h := &reactions.API{Service: svc, Idempotency: d.Idempotency(), Cursors: d.Cursors}
 	p := &reactions.CounterProcessor{
