@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/ratelimit"
 	"github.com/rallyhq/rally/shared/reactions"
@@ -36,6 +37,8 @@ func bindReactions(d *app.Deps) app.Handlers {
 		IPRule:  perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
 		Clock:   d.Clock,
 		Log:     d.Log,
+
+		Freshness: freshnessbind.Reads(d, routes.CounterProcessor),
 	}
 	h := &reactions.API{Service: svc, Idempotency: d.Idempotency(), Cursors: d.Cursors}
 	p := &reactions.CounterProcessor{
@@ -48,6 +51,7 @@ func bindReactions(d *app.Deps) app.Handlers {
 		Log:           d.Log,
 		Metrics:       d.Metrics,
 		Trending:      []reactions.Kind{reactions.Favorite},
+		Freshness:     freshnessbind.Recorder(d, routes.CounterProcessor),
 		SnapshotEvery: d.Config.SnapshotEvery,
 	}
 	return app.Handlers{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/obs"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
 	"github.com/rallyhq/rally/shared/routes"
@@ -26,6 +27,7 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 	m := mirror.New(d.Redis, gen)
 	svc := &streaks.Service{
 		Store: store, Cache: m, Gen: gen, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Freshness: freshnessbind.Reads(d, routes.StreakProcessor),
 		RegionOf: func(ctx context.Context, user string) (string, error) {
 			found, err := profiles.Profiles(ctx, []string{user})
 			return found[user].Region, err
@@ -35,6 +37,7 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 	p := &streaks.Processor{
 		Decode: dynamo.StateFromRecord, Store: store, Cache: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Freshness: freshnessbind.Recorder(d, routes.StreakProcessor),
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{
