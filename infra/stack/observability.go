@@ -20,6 +20,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/routes"
@@ -92,16 +93,15 @@ const OldestPendingErasureThreshold = time.Hour
 // rebuild finishes within hours, so longer means one stopped progressing.
 const OldestRunningJobThreshold = 6 * time.Hour
 
-// Metrics the job runner emits (it is declared elsewhere; the alarms watch
-// the total for all of Rally, which every emitted metric has).
+// Metrics the job runner emits (shared/jobs; the alarms watch the total
+// for all of Rally, which every emitted metric has). Drift counts the
+// derived values a reconcile found off their truth (dimension Kind:
+// count, redis_count, trending, board, streak_board, member_count,
+// streak_index): it repairs them, but drift means something lost or
+// misapplied a write.
 const (
-	// MetricDrift counts the derived values a reconcile found different
-	// from their truth (dimension Kind: count, redis_count, trending,
-	// board, streak_board, member_count). It repairs them, but drift means
-	// something lost or misapplied a write.
-	MetricDrift = "Drift"
-	// MetricOldestRunningJobAge is how long the oldest running job has run.
-	MetricOldestRunningJobAge = "OldestRunningJobAgeSeconds"
+	MetricDrift               = jobs.MetricDrift
+	MetricOldestRunningJobAge = jobs.MetricOldestRunningJobAge
 )
 
 // ObservabilityProps configures alarms and dashboards.

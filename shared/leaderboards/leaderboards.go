@@ -123,6 +123,8 @@ type scoreKey struct{ board, period, player string }
 func (s Score) key() scoreKey  { return scoreKey{s.Board, s.Period, s.PlayerID} }
 func (s Score) version() int64 { return s.Version }
 
+func (s Score) changedAt() time.Time { return s.UpdatedAt }
+
 // Match is one submission: a game server reporting a player's result.
 type Match struct {
 	PlayerID   string
@@ -200,13 +202,16 @@ type Scores interface {
 }
 
 // Cache is the Redis side of boards: fast, exact reads, and writes that
-// carry DynamoDB's version. Reads fail while Redis cannot be trusted.
+// carry DynamoDB's version. Reads fail while Redis cannot be trusted. Top,
+// Around and Among also return their as_of: the leaderboard processor's
+// newest applied change, read in the same round trip (zero when Redis
+// holds none).
 type Cache interface {
 	Trusted(ctx context.Context) error
 	Upsert(ctx context.Context, d Definition, s Score) (rank int, total int64, err error)
-	Top(ctx context.Context, d Definition, period string, n int) ([]Entry, int64, error)
-	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, int64, error)
-	Among(ctx context.Context, d Definition, period string, players []string) ([]Entry, error)
+	Top(ctx context.Context, d Definition, period string, n int) (es []Entry, total int64, asOf time.Time, err error)
+	Around(ctx context.Context, d Definition, period, player string, k int) (self Entry, window []Entry, total int64, asOf time.Time, err error)
+	Among(ctx context.Context, d Definition, period string, players []string) (es []Entry, asOf time.Time, err error)
 	Total(ctx context.Context, d Definition, period string) (int64, error)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -37,6 +38,10 @@ type Processor struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
+
+	// Freshness records, after each batch, the newest score change
+	// applied: the as_of of board reads.
+	Freshness *freshness.Recorder
 }
 
 // Process applies one stream batch (an empty one is a scheduled tick).
@@ -74,6 +79,7 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 			return err
 		}
 	}
+	p.Freshness.Applied(ctx, batch.NewestChange(Score.changedAt))
 	if err := p.Gen.Repair(ctx, cacheRepair{p}); err != nil {
 		p.Log.WarnContext(ctx, "leaderboard repair incomplete", "error", err.Error())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/hotcache"
 	"github.com/rallyhq/rally/shared/obs"
 )
@@ -24,6 +25,10 @@ type Service struct {
 	// Metrics counts the reads the caches served (the hot caches, Redis)
 	// and those that fell through to DynamoDB, which are degraded.
 	Metrics *obs.Metrics
+
+	// Freshness says how fresh reads from Redis are: as of the newest
+	// change the leaderboard processor applied.
+	Freshness freshness.Reads
 
 	// Hot boards: top windows and much-viewed ranks are reused for a
 	// moment, and concurrent misses share one Redis call.
@@ -182,7 +187,7 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		return res, nil
 	}
 	if trusted {
-		if self, _, _, err := s.Cache.Around(ctx, d, res.Period, m.PlayerID, 0); err == nil {
+		if self, _, _, _, err := s.Cache.Around(ctx, d, res.Period, m.PlayerID, 0); err == nil {
 			res.Rank = &self.Rank
 		}
 	}
@@ -206,9 +211,14 @@ func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error
 	return t, err
 }
 
+// A read from Redis is as of the leaderboard processor's newest applied
+// change. A read served from the Scores table itself (Redis down, or
+// missing the board) is as of the read: Scores is the truth the processor
+// mirrors, it lags nothing (its score-ordered index follows within a
+// moment), so no processor watermark applies to it.
 func (s *Service) top(ctx context.Context, d Definition, period string, n int) (Top, error) {
-	t := Top{Period: period, AsOf: s.Clock.Now()}
-	entries, total, err := s.Cache.Top(ctx, d, period, n)
+	t := Top{Period: period}
+	entries, total, asOf, err := s.Cache.Top(ctx, d, period, n)
 	if err == nil && total == 0 {
 		// An empty board in Redis may be one Redis lost: ask DynamoDB.
 		if members, merr := s.Scores.Members(ctx, d.ID, period); merr == nil && members > 0 {
@@ -216,13 +226,15 @@ func (s *Service) top(ctx context.Context, d Definition, period string, n int) (
 		}
 	}
 	if err != nil {
-		t.Degraded = true
+		t.Degraded, t.AsOf = true, s.Clock.Now()
 		if entries, err = s.Scores.Top(ctx, d, period, n); err != nil {
 			return Top{}, err
 		}
 		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
 			return Top{}, err
 		}
+	} else {
+		t.AsOf = s.Freshness.AsOf(ctx, asOf)
 	}
 	t.Entries, t.Total = entries, total
 	t.Names = s.names(ctx, entries)
@@ -272,9 +284,10 @@ func (s *Service) Rank(ctx context.Context, id, period, player string, k int) (S
 	return st, err
 }
 
+// As of: as for top.
 func (s *Service) rank(ctx context.Context, d Definition, period, player string, k int) (Standing, error) {
-	st := Standing{Period: period, AsOf: s.Clock.Now()}
-	self, window, total, err := s.Cache.Around(ctx, d, period, player, k)
+	st := Standing{Period: period}
+	self, window, total, asOf, err := s.Cache.Around(ctx, d, period, player, k)
 	if errors.Is(err, ErrNotRanked) {
 		// Unranked in Redis: truly, or a board Redis lost?
 		if got, gerr := s.Scores.Get(ctx, d.ID, period, []string{player}); gerr == nil && len(got) == 0 {
@@ -283,7 +296,7 @@ func (s *Service) rank(ctx context.Context, d Definition, period, player string,
 		err = errMissing
 	}
 	if err != nil {
-		st.Degraded = true
+		st.Degraded, st.AsOf = true, s.Clock.Now()
 		if self, window, err = s.Scores.Around(ctx, d, period, player, k); err != nil {
 			if errors.Is(err, ErrNotRanked) {
 				return Standing{}, notRanked(player, d.ID, period)
@@ -293,6 +306,8 @@ func (s *Service) rank(ctx context.Context, d Definition, period, player string,
 		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
 			return Standing{}, err
 		}
+	} else {
+		st.AsOf = s.Freshness.AsOf(ctx, asOf)
 	}
 	st.Self, st.Neighbors, st.Total = self, window, total
 	st.Percentile = Percentile(self.Rank, total)
@@ -327,8 +342,9 @@ func (s *Service) friendsRank(ctx context.Context, d Definition, period, player 
 		return Standing{}, err
 	}
 	ids := append([]string{player}, friends...)
-	st := Standing{Period: period, AsOf: s.Clock.Now()}
-	ranked, err := s.Cache.Among(ctx, d, period, ids)
+	// As of: as for top.
+	st := Standing{Period: period}
+	ranked, asOf, err := s.Cache.Among(ctx, d, period, ids)
 	if err == nil && !contains(ranked, player) {
 		// The player is not in Redis: unranked, or a board Redis lost.
 		if got, gerr := s.Scores.Get(ctx, d.ID, period, []string{player}); gerr == nil && len(got) == 0 {
@@ -337,7 +353,7 @@ func (s *Service) friendsRank(ctx context.Context, d Definition, period, player 
 		err = errMissing
 	}
 	if err != nil {
-		st.Degraded = true
+		st.Degraded, st.AsOf = true, s.Clock.Now()
 		scores, err := s.Scores.Get(ctx, d.ID, period, ids)
 		if err != nil {
 			return Standing{}, err
@@ -350,6 +366,8 @@ func (s *Service) friendsRank(ctx context.Context, d Definition, period, player 
 		if !contains(ranked, player) {
 			return Standing{}, notRanked(player, d.ID, period)
 		}
+	} else {
+		st.AsOf = s.Freshness.AsOf(ctx, asOf)
 	}
 	at := 0
 	for i, e := range ranked {

@@ -11,14 +11,15 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// Lags tells how far behind its stream a processor is: the time between
-// the newest change it applied and when it applied it.
-type Lags interface {
-	Lag(ctx context.Context, processor string) (lag time.Duration, known bool, err error)
+// Watermarks are the processors' watermarks (shared/freshness): the
+// newest change each applied, and when.
+type Watermarks interface {
+	Get(ctx context.Context, processor string) (freshness.Watermark, bool, error)
 }
 
 type (
@@ -85,9 +86,9 @@ func (a *API) Health(ctx context.Context, r *api.Request) (api.Response, error) 
 		if parked, err := a.Archive.List(ctx, fn); err == nil {
 			p.DLQDepth = len(parked)
 		}
-		if a.Lags != nil {
-			if lag, known, err := a.Lags.Lag(ctx, fn); err == nil && known {
-				s := lag.Seconds()
+		if a.Watermarks != nil {
+			if w, known, err := a.Watermarks.Get(ctx, fn); err == nil && known {
+				s := w.Lag().Seconds()
 				p.Lag = &s
 			}
 		}

@@ -36,8 +36,9 @@ type API struct {
 	// DB and Erasures (the table's name) count the pending erasures.
 	DB       ddb.DB
 	Erasures string
-	// Lags, when set, says how far behind each processor is.
-	Lags Lags
+	// Watermarks, when set, say how far behind each processor is (the
+	// processors that keep one: counter, leaderboard, streak).
+	Watermarks Watermarks
 }
 
 type (

@@ -2,6 +2,7 @@ package ranking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -9,22 +10,33 @@ import (
 )
 
 // Top returns the best n entries and the board's total, in one round trip
-// (a transaction of two reads; no script).
-func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error) {
+// (a transaction of two reads; no script). With Also, the extra keys are
+// read in the same round trip: the two reads then go in a plain pipeline
+// beside them (a transaction cannot span hash slots), so a write landing
+// between them can make the total differ from the entries by that write.
+func (e *Engine) Top(ctx context.Context, b Board, n int, opts ...ReadOption) ([]Entry, int64, error) {
 	if err := b.validate(); err != nil {
 		return nil, 0, err
 	}
 	if n < 0 {
 		return nil, 0, invalid("top n %d is negative", n)
 	}
+	ro := readOptions(opts)
 	live := b.keys().live()
 	pipe := e.rdb.TxPipeline()
+	if len(ro.also) > 0 {
+		pipe = e.rdb.Pipeline()
+	}
 	var best *redis.ZSliceCmd
 	if n > 0 {
 		best = pipe.ZRangeWithScores(ctx, live, 0, int64(n-1))
 	}
 	total := pipe.ZCard(ctx, live)
-	if _, err := pipe.Exec(ctx); err != nil {
+	also := ro.queue(ctx, pipe)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+	}
+	if err := ro.store(also); err != nil {
 		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
 	}
 	if best == nil {
@@ -44,6 +56,85 @@ func (e *Engine) Top(ctx context.Context, b Board, n int) ([]Entry, int64, error
 		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
 	}
 	return entries, total.Val(), nil
+}
+
+// ReadOption adds to a read.
+type ReadOption func(*readOpts)
+
+type readOpts struct{ also []alsoRead }
+
+type alsoRead struct {
+	key string
+	dst *string
+}
+
+// Also makes a read (Top, Around, Among) also read the string at key, in
+// the same round trip, into *dst ("" when the key does not exist): what a
+// caller must know beside the board (how fresh it is, say) at no extra
+// round trip. The key may be in any hash slot: it is read beside the
+// board's script or transaction in one pipeline, never inside them.
+func Also(key string, dst *string) ReadOption {
+	return func(o *readOpts) { o.also = append(o.also, alsoRead{key: key, dst: dst}) }
+}
+
+func readOptions(opts []ReadOption) readOpts {
+	var o readOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (o readOpts) queue(ctx context.Context, pipe redis.Pipeliner) []*redis.StringCmd {
+	cmds := make([]*redis.StringCmd, len(o.also))
+	for i, a := range o.also {
+		cmds[i] = pipe.Get(ctx, a.key)
+	}
+	return cmds
+}
+
+func (o readOpts) store(cmds []*redis.StringCmd) error {
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("read %s: %w", o.also[i].key, err)
+		}
+		*o.also[i].dst = v
+	}
+	return nil
+}
+
+// runReading evaluates one script and the options' extra reads in one
+// pipeline: one round trip once Redis has the script cached, one more
+// (by source) after it lost its script cache. Without extra reads it is run.
+func (e *Engine) runReading(ctx context.Context, ro readOpts, s *redis.Script, keys []string, args ...any) (any, error) {
+	if len(ro.also) == 0 {
+		return e.run(ctx, s, keys, args...)
+	}
+	send := func(bySource bool) (*redis.Cmd, []*redis.StringCmd) {
+		pipe := e.rdb.Pipeline()
+		var c *redis.Cmd
+		if bySource {
+			c = s.Eval(ctx, pipe, keys, args...)
+		} else {
+			c = s.EvalSha(ctx, pipe, keys, args...)
+		}
+		also := ro.queue(ctx, pipe)
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+		return c, also
+	}
+	c, also := send(false)
+	if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		c, also = send(true)
+	}
+	v, err := c.Result()
+	if errors.Is(err, redis.Nil) {
+		v, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, ro.store(also)
 }
 
 // Total returns the number of entries on the board.
@@ -74,7 +165,7 @@ func (e *Engine) Exists(ctx context.Context, b Board) (bool, error) {
 // Around returns id's entry and the window of up to k entries on each side
 // of it (fewer at the edges; the window includes id) plus the total, in one
 // round trip. It returns ErrNotRanked when id has no score.
-func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, []Entry, int64, error) {
+func (e *Engine) Around(ctx context.Context, b Board, id string, k int, opts ...ReadOption) (Entry, []Entry, int64, error) {
 	if err := b.validate(); err != nil {
 		return Entry{}, nil, 0, err
 	}
@@ -85,7 +176,7 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, 
 		return Entry{}, nil, 0, invalid("around k %d is negative", k)
 	}
 	keys := b.keys()
-	v, err := e.run(ctx, aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
+	v, err := e.runReading(ctx, readOptions(opts), aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
 	if err != nil {
 		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, err)
 	}
@@ -115,7 +206,7 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int) (Entry, 
 // Among returns the entries of ids that have a score, best first, ranked
 // among themselves (rank 1 is the best of them, with the board's Ties), in
 // one round trip: a player's rank among friends. Repeated ids count once.
-func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, error) {
+func (e *Engine) Among(ctx context.Context, b Board, ids []string, opts ...ReadOption) ([]Entry, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
@@ -130,8 +221,17 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, err
 			uniq = append(uniq, id)
 		}
 	}
+	ro := readOptions(opts)
 	if len(uniq) == 0 {
-		return nil, nil
+		// Nothing to rank, but the extra reads are still owed.
+		pipe := e.rdb.Pipeline()
+		also := ro.queue(ctx, pipe)
+		if len(also) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return nil, fmt.Errorf("rank no ids on %s: %w", b, err)
+			}
+		}
+		return nil, ro.store(also)
 	}
 	k := b.keys()
 	keys := k.heads()
@@ -140,7 +240,7 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string) ([]Entry, err
 		keys = k.appendIDKeys(keys, id)
 		args[i] = id
 	}
-	v, err := e.run(ctx, amongScript, keys, args...)
+	v, err := e.runReading(ctx, ro, amongScript, keys, args...)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
 	}

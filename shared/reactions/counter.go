@@ -12,6 +12,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -53,6 +54,9 @@ type CounterProcessor struct {
 	Log      *slog.Logger
 	Metrics  *obs.Metrics
 	Trending []Kind
+	// Freshness records, after each batch, the newest change applied: the
+	// as_of of counts and trending.
+	Freshness *freshness.Recorder
 	// SnapshotEvery is how often trending lists are stored for reads
 	// while Redis is down (default 10s).
 	SnapshotEvery time.Duration
@@ -76,6 +80,7 @@ func (p *CounterProcessor) Process(ctx context.Context, records []events.DynamoD
 		if err := p.mirror(ctx, changes, now); err != nil {
 			return err
 		}
+		p.Freshness.Applied(ctx, batch.NewestChange(Change.changedAt))
 	}
 	if err := p.Gen.Repair(ctx, cacheRepair{p: p, now: now}); err != nil {
 		p.Log.WarnContext(ctx, "redis repair incomplete", "error", err.Error())
@@ -240,6 +245,11 @@ func (p *CounterProcessor) snapshot(ctx context.Context, now time.Time) {
 			top, err := p.Mirror.ComputeTop(ctx, kind, w, 100, now)
 			if err != nil {
 				p.Log.WarnContext(ctx, "trending snapshot skipped", "kind", kind, "window", w, "error", err.Error())
+				return
+			}
+			if top.AsOf.IsZero() {
+				// Redis lost the watermark and no batch has applied a
+				// change since: a snapshot could not say how fresh it is.
 				return
 			}
 			key, rendered := string(kind)+"/"+string(w), fmt.Sprint(top.Items)

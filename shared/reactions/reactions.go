@@ -104,8 +104,9 @@ type Change struct {
 	Deleted bool
 }
 
-func (c Change) key() Ref       { return c.Ref }
-func (c Change) version() int64 { return c.Version }
+func (c Change) key() Ref             { return c.Ref }
+func (c Change) version() int64       { return c.Version }
+func (c Change) changedAt() time.Time { return c.At }
 
 // Window is a trending window.
 type Window string
@@ -125,7 +126,9 @@ func Windows() []Window {
 // Count is a target's count as a reader sees it.
 type Count struct {
 	N int64
-	// AsOf is when the count was last computed.
+	// AsOf is the time of the newest change the counter processor had
+	// applied when the count was read: the count includes every change
+	// made up to then.
 	AsOf time.Time
 	// Degraded is true when the value was served without Redis.
 	Degraded bool
@@ -142,8 +145,10 @@ type Ranked struct {
 
 // Top is a trending list.
 type Top struct {
-	Window   Window
-	Items    []Ranked
+	Window Window
+	Items  []Ranked
+	// AsOf is the time of the newest change the counter processor had
+	// applied when the list was computed (as for Count).
 	AsOf     time.Time
 	Degraded bool
 }
@@ -291,10 +296,14 @@ type Mirror interface {
 	// Remember caches edges as the user's own (read-your-writes); stale
 	// versions are ignored.
 	Remember(ctx context.Context, edges []Edge) error
-	// Count returns target's cached count, or found=false on a miss.
+	// Count returns target's cached count, or found=false on a miss. In
+	// both cases c.AsOf is the counter processor's newest applied change,
+	// read in the same round trip (zero when Redis holds none).
 	Count(ctx context.Context, t Target) (c Count, found bool, err error)
 	// StoreCount caches a count read from DynamoDB (read-through).
 	StoreCount(ctx context.Context, t Target, c Count, version int64) error
-	// Top returns the trending list for a window.
+	// Top returns the trending list for a window; its AsOf is the counter
+	// processor's newest applied change when it was computed (zero when
+	// Redis held none).
 	Top(ctx context.Context, kind Kind, w Window, limit int, now time.Time) (Top, error)
 }

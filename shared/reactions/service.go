@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/ratelimit"
@@ -25,6 +26,9 @@ type Service struct {
 	Log     *slog.Logger
 	// Metrics counts the reads the cache served and those it did not.
 	Metrics *obs.Metrics
+	// Freshness says how fresh counts and trending are: as of the newest
+	// change the counter processor applied.
+	Freshness freshness.Reads
 }
 
 // Caller is who writes, for rate limiting.
@@ -134,10 +138,15 @@ func (s *Service) rememberAll(ctx context.Context, edges []Edge) {
 // Count returns a target's count: from Redis, or read through from
 // DynamoDB on a miss, or from DynamoDB (degraded) when Redis cannot be
 // trusted.
+//
+// Its AsOf is the counter processor's watermark: fetched from Redis with
+// the count (also on a miss: the durable count includes at least what the
+// watermark says), or, without Redis, the durable copy of it.
 func (s *Service) Count(ctx context.Context, t Target) (Count, error) {
 	c, found, err := s.Mirror.Count(ctx, t)
 	if err == nil && found {
 		s.Metrics.CacheReads(1, 0)
+		c.AsOf = s.Freshness.AsOf(ctx, c.AsOf)
 		return c, nil
 	}
 	s.Metrics.CacheReads(0, 1)
@@ -147,8 +156,10 @@ func (s *Service) Count(ctx context.Context, t Target) (Count, error) {
 	}
 	if err != nil {
 		durable.Degraded = true
+		durable.AsOf = s.Freshness.DurableAsOf(ctx)
 		return durable, nil
 	}
+	durable.AsOf = s.Freshness.AsOf(ctx, c.AsOf)
 	if serr := s.Mirror.StoreCount(ctx, t, durable, durable.Version); serr != nil {
 		s.Log.DebugContext(ctx, "count cache fill skipped", "target", t.String(), "error", serr.Error())
 	}
@@ -166,15 +177,17 @@ func (s *Service) Top(ctx context.Context, kind Kind, w Window, limit int) (Top,
 	top, err := s.Mirror.Top(ctx, kind, w, limit, s.Clock.Now())
 	if err == nil {
 		s.Metrics.CacheReads(1, 0)
+		top.AsOf = s.Freshness.AsOf(ctx, top.AsOf)
 		return top, nil
 	}
 	s.Metrics.CacheReads(0, 1)
+	// A snapshot keeps the as_of it was computed with.
 	snap, found, serr := s.Counts.Snapshot(ctx, kind, w)
 	if serr != nil {
 		return Top{}, serr
 	}
 	if !found {
-		snap = Top{Window: w, AsOf: s.Clock.Now()}
+		snap = Top{Window: w, AsOf: s.Freshness.DurableAsOf(ctx)}
 	}
 	if len(snap.Items) > limit {
 		snap.Items = snap.Items[:limit]

@@ -124,6 +124,10 @@ type Processor struct {
 	// schedule), so it repairs Redis and refreshes snapshots even when no
 	// writes arrive; 0 means never.
 	Tick time.Duration
+	// Watermark is true when the processor records how far it got (the
+	// time of the newest change it applied, shared/freshness): the reads
+	// of what it derives report it as as_of, and operations its lag.
+	Watermark bool
 }
 
 var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
@@ -285,6 +289,7 @@ var StreakProcessor = Processor{
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	Watermark:    true,
 }
 
 // Privacy. An HTTP API route has one authorizer, so an endpoint open to a
@@ -385,6 +390,7 @@ var LeaderboardProcessor = Processor{
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	Watermark:    true,
 }
 
 // CounterProcessor keeps counts, trending windows and membership caches from
@@ -401,6 +407,7 @@ var CounterProcessor = Processor{
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	Watermark:    true,
 }
 
 // All lists every HTTP route.
@@ -413,6 +420,17 @@ func All() []Route {
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
 	}
+}
+
+// Watermarked lists the processors that record a watermark.
+func Watermarked() []Processor {
+	var out []Processor
+	for _, p := range Processors() {
+		if p.Watermark {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Processors lists every stream processor.

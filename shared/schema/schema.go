@@ -135,6 +135,10 @@ const (
 	AttrAsOf     = "as_of"
 	AttrGen      = "gen"
 	AttrMarkedAt = "at"
+	// AttrNewestChange and AttrAppliedAt are a processor's watermark: the
+	// time of the newest change it applied, and when it applied it.
+	AttrNewestChange = "newest_change"
+	AttrAppliedAt    = "applied_at"
 )
 
 // Idempotency attributes.
@@ -242,8 +246,8 @@ var Reactions = Table{
 
 // Counters holds durable counts, trending buckets, the counter processor's
 // applied-version markers, stored top-N snapshots, cache dirty markers,
-// analytics shipped markers and the counter versions pending erasures
-// wait for.
+// analytics shipped markers, the counter versions pending erasures wait
+// for and the processors' freshness watermarks.
 var Counters = Table{
 	Name:         "Counters",
 	PartitionKey: Key{AttrPK, String},
@@ -264,9 +268,10 @@ var Counters = Table{
 //	cache#{scope}#dirty          {redis key}        a key whose Redis value may be wrong: at
 //	ship#{event id}              ship               an event the analytics shipper delivered: expires_at (analytics)
 //	erasure#{user hash}          {kind}#{target}    a counter version a pending erasure waits for: ver, expires_at (privacy)
+//	watermark#{processor}        watermark          how far a stream processor got: newest_change, applied_at (freshness)
 //
-// No reaction kind (reactions.Kind) is applied, snapshot, cache, ship or
-// erasure, so a target's partition never falls in another family.
+// No reaction kind (reactions.Kind) is applied, snapshot, cache, ship,
+// erasure or watermark, so a target's partition never falls in another family.
 const (
 	CountersTotalSK        = "total"
 	CountersAppliedPrefix  = "applied#"
@@ -277,6 +282,10 @@ const (
 	CountersShipPrefix     = "ship#"
 	CountersShipSK         = "ship"
 	CountersErasurePrefix  = "erasure#"
+	// CountersWatermarkPrefix keys a processor's watermark by its function
+	// name (routes.Processor.Function).
+	CountersWatermarkPrefix = "watermark#"
+	CountersWatermarkSK     = "watermark"
 )
 
 // Idempotency holds HTTP idempotency records keyed by route, caller and key.

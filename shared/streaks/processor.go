@@ -11,6 +11,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -28,6 +29,10 @@ type Processor struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *obs.Metrics
+
+	// Freshness records, after each batch, the newest streak change
+	// applied: the as_of of streak boards.
+	Freshness *freshness.Recorder
 }
 
 // Process applies one stream batch (an empty one is a scheduled tick).
@@ -43,6 +48,7 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 			}
 		}
 		p.Metrics.Count("StreaksMirrored", len(states), nil)
+		p.Freshness.Applied(ctx, batch.NewestChange(State.changedAt))
 	}
 	if swept, err := p.Cache.Sweep(ctx, now); err != nil {
 		p.Log.WarnContext(ctx, "streak sweep failed", "error", err.Error())

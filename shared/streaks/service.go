@@ -14,6 +14,7 @@ import (
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/obs"
 )
 
@@ -36,6 +37,10 @@ type Service struct {
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Metrics  *obs.Metrics
+
+	// Freshness says how fresh streak boards read from Redis are: as of
+	// the newest change the streak processor applied.
+	Freshness freshness.Reads
 
 	players players
 }
@@ -286,13 +291,16 @@ type Top struct {
 }
 
 // Top ranks the n longest live streaks, globally (region "") or in a region:
-// from Redis, or exactly from DynamoDB when Redis cannot answer.
+// from Redis, as of the streak processor's newest applied change, or
+// exactly from DynamoDB when Redis cannot answer. That read is of the
+// Streaks table's own live-streak indexes, the truth the processor
+// mirrors, not of anything it derives: it is as of the read.
 func (s *Service) Top(ctx context.Context, region string, n int) (Top, error) {
 	now := s.Clock.Now()
-	entries, err := s.Cache.Top(ctx, region, n, now)
+	entries, asOf, err := s.Cache.Top(ctx, region, n, now)
 	if err == nil {
 		s.Metrics.CacheReads(1, 0)
-		return Top{Entries: entries, AsOf: now}, nil
+		return Top{Entries: entries, AsOf: s.Freshness.AsOf(ctx, asOf)}, nil
 	}
 	s.Metrics.CacheReads(0, 1)
 	s.Log.DebugContext(ctx, "streak board from dynamodb", "region", region, "reason", err.Error())

@@ -110,6 +110,8 @@ type State struct {
 func (st State) key() string    { return st.UserID }
 func (st State) version() int64 { return st.Version }
 
+func (st State) changedAt() time.Time { return st.UpdatedAt }
+
 // Day is a player's points on one local date (the Activity table's
 // day#YYYY-MM-DD item).
 type Day struct {
@@ -226,9 +228,11 @@ type Cache interface {
 	// Put writes states (newer versions only) to the cache and the boards;
 	// a Removed state (erasure) takes every trace of the player out.
 	Put(ctx context.Context, states ...State) error
-	// Top ranks the streaks live at now, globally or in one region. It
-	// fails while Redis cannot be trusted.
-	Top(ctx context.Context, region string, n int, now time.Time) ([]Entry, error)
+	// Top ranks the streaks live at now, globally or in one region, and
+	// returns the as_of: the streak processor's newest applied change,
+	// read in the same round trip as the board (zero when Redis holds
+	// none). It fails while Redis cannot be trusted.
+	Top(ctx context.Context, region string, n int, now time.Time) (es []Entry, asOf time.Time, err error)
 	// Sweep takes off the boards the streaks that broke by now.
 	Sweep(ctx context.Context, now time.Time) (int, error)
 	// Rebuild reloads the boards from live, which calls its argument with

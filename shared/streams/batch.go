@@ -1,6 +1,10 @@
 package streams
 
-import "github.com/aws/aws-lambda-go/events"
+import (
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
 
 // The loop every processor starts with: decode a batch into domain records
 // with the decoder of the store that wrote them, stopping at the first
@@ -50,6 +54,21 @@ func (d Decoded[T]) Err() error {
 		return nil
 	}
 	return &PartialError{From: d.stopAt, Err: d.err}
+}
+
+// NewestChange is the time of the newest of the decoded records by at (a
+// record's own stored time), the zero time when there are none: what a
+// processor records as its watermark (shared/freshness) once it applied
+// them. Decoded records are exactly those a processor applies before its
+// first unreadable one, so a partial failure still records what applied.
+func (d Decoded[T]) NewestChange(at func(T) time.Time) time.Time {
+	var newest time.Time
+	for _, r := range d.Records {
+		if t := at(r); t.After(newest) {
+			newest = t
+		}
+	}
+	return newest
 }
 
 // Newest keeps the newest record of each key (by version; see the rule for

@@ -494,6 +494,24 @@ func (s *Stack) Resume(function string) error {
 	return err
 }
 
+// PauseProcessors stops delivering to every processor at once, as if
+// their event source mappings were disabled: records pile up in the
+// streams, derived data and its as_of stand still (scheduled ticks go on)
+// until ResumeProcessors.
+func (s *Stack) PauseProcessors() {
+	for _, p := range s.pollers {
+		p.Pause()
+	}
+}
+
+// ResumeProcessors restarts delivery to every processor; what piled up is
+// delivered in order.
+func (s *Stack) ResumeProcessors() {
+	for _, p := range s.pollers {
+		p.Resume()
+	}
+}
+
 // WaitIdle returns once every processor (except paused ones) has delivered
 // every record written before the call, including records that processors
 // themselves wrote to other streams meanwhile.

@@ -6,6 +6,7 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
@@ -23,10 +24,12 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	m := mirror.New(d.Redis, gen)
 	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
 	svc.Metrics = d.Metrics
+	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
 	h := &leaderboards.API{Service: svc}
 	p := &leaderboards.Processor{
 		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Freshness: freshnessbind.Recorder(d, routes.LeaderboardProcessor),
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{

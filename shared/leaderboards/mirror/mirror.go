@@ -10,12 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/shared/cachegen"
+	freshmirror "github.com/rallyhq/rally/shared/freshness/mirror"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/ranking"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // Scope is the cache generation scope of leaderboards.
@@ -66,6 +69,16 @@ func entries(es []ranking.Entry) []leaderboards.Entry {
 	return out
 }
 
+// watermarkKey holds the leaderboard processor's watermark, which every
+// board read fetches in its own round trip: their as_of.
+var watermarkKey = freshmirror.Key(routes.LeaderboardProcessor.Function)
+
+// newestChange reads a fetched watermark; zero when Redis had none.
+func newestChange(raw string) time.Time {
+	w, _ := freshmirror.Parse(raw)
+	return w.NewestChange
+}
+
 // Trusted reports whether reads may be served from Redis.
 func (m *Mirror) Trusted(ctx context.Context) error {
 	if !m.Gen.Fresh(ctx) {
@@ -109,44 +122,49 @@ func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period st
 	return nil
 }
 
-// Top returns the best n and the board's size.
-func (m *Mirror) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, int64, error) {
+// Top returns the best n, the board's size and the as_of, in one round
+// trip.
+func (m *Mirror) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, int64, time.Time, error) {
 	if err := m.Trusted(ctx); err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
-	es, total, err := m.Rank.Top(ctx, Board(d, period), n)
+	var mark string
+	es, total, err := m.Rank.Top(ctx, Board(d, period), n, ranking.Also(watermarkKey, &mark))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
-	return entries(es), total, nil
+	return entries(es), total, newestChange(mark), nil
 }
 
-// Around returns the player's entry, the window of k on each side and the
-// board's size.
-func (m *Mirror) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Entry, []leaderboards.Entry, int64, error) {
+// Around returns the player's entry, the window of k on each side, the
+// board's size and the as_of, in one round trip.
+func (m *Mirror) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Entry, []leaderboards.Entry, int64, time.Time, error) {
 	if err := m.Trusted(ctx); err != nil {
-		return leaderboards.Entry{}, nil, 0, err
+		return leaderboards.Entry{}, nil, 0, time.Time{}, err
 	}
-	self, window, total, err := m.Rank.Around(ctx, Board(d, period), player, k)
+	var mark string
+	self, window, total, err := m.Rank.Around(ctx, Board(d, period), player, k, ranking.Also(watermarkKey, &mark))
 	if errors.Is(err, ranking.ErrNotRanked) {
-		return leaderboards.Entry{}, nil, total, leaderboards.ErrNotRanked
+		return leaderboards.Entry{}, nil, total, newestChange(mark), leaderboards.ErrNotRanked
 	}
 	if err != nil {
-		return leaderboards.Entry{}, nil, 0, err
+		return leaderboards.Entry{}, nil, 0, time.Time{}, err
 	}
-	return entry(self), entries(window), total, nil
+	return entry(self), entries(window), total, newestChange(mark), nil
 }
 
-// Among ranks the given players among themselves (those with a score).
-func (m *Mirror) Among(ctx context.Context, d leaderboards.Definition, period string, players []string) ([]leaderboards.Entry, error) {
+// Among ranks the given players among themselves (those with a score) and
+// returns the as_of, in one round trip.
+func (m *Mirror) Among(ctx context.Context, d leaderboards.Definition, period string, players []string) ([]leaderboards.Entry, time.Time, error) {
 	if err := m.Trusted(ctx); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	es, err := m.Rank.Among(ctx, Board(d, period), players)
+	var mark string
+	es, err := m.Rank.Among(ctx, Board(d, period), players, ranking.Also(watermarkKey, &mark))
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return entries(es), nil
+	return entries(es), newestChange(mark), nil
 }
 
 // Total is the board's size.

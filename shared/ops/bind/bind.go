@@ -7,6 +7,7 @@ import (
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/deadletters"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/ops"
 	"github.com/rallyhq/rally/shared/routes"
@@ -24,14 +25,15 @@ var Operations = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) ap
 		caches = append(caches, d.Generations(scope))
 	}
 	h := &ops.API{
-		Archive:  deadlettersbind.Archive(d),
-		Invoker:  deadletters.LambdaInvoker{Client: d.Lambda(), Deployed: deployed},
-		Jobs:     Jobs(d),
-		Clock:    d.Clock,
-		Redis:    d.Redis,
-		Caches:   caches,
-		DB:       d.DB,
-		Erasures: d.Table(schema.Erasures),
+		Archive:    deadlettersbind.Archive(d),
+		Invoker:    deadletters.LambdaInvoker{Client: d.Lambda(), Deployed: deployed},
+		Jobs:       Jobs(d),
+		Clock:      d.Clock,
+		Redis:      d.Redis,
+		Caches:     caches,
+		DB:         d.DB,
+		Erasures:   d.Table(schema.Erasures),
+		Watermarks: freshnessbind.Store(d),
 	}
 	return app.Handlers{Endpoints: map[string]api.Endpoint{
 		routes.ListDeadLetters.Function:    h.ListDeadLetters,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/ratelimit"
@@ -28,16 +29,17 @@ func bindReactions(d *app.Deps) app.Handlers {
 	counts := Counts(d)
 	budgets := Budgets(d)
 	svc := &reactions.Service{
-		Edges:   Edges(d),
-		Counts:  counts,
-		Games:   gamesbind.Store(d),
-		Mirror:  m,
-		Limits:  d.Limiter(),
-		Budgets: map[reactions.Kind]ratelimit.Rule{reactions.Favorite: budgets[0], reactions.Like: budgets[1]},
-		IPRule:  perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
-		Clock:   d.Clock,
-		Log:     d.Log,
-		Metrics: d.Metrics,
+		Edges:     Edges(d),
+		Counts:    counts,
+		Games:     gamesbind.Store(d),
+		Mirror:    m,
+		Limits:    d.Limiter(),
+		Budgets:   map[reactions.Kind]ratelimit.Rule{reactions.Favorite: budgets[0], reactions.Like: budgets[1]},
+		IPRule:    perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
+		Clock:     d.Clock,
+		Log:       d.Log,
+		Metrics:   d.Metrics,
+		Freshness: freshnessbind.Reads(d, routes.CounterProcessor),
 	}
 	h := &reactions.API{Service: svc, Idempotency: d.Idempotency(), Cursors: d.Cursors}
 	p := &reactions.CounterProcessor{
@@ -50,6 +52,7 @@ func bindReactions(d *app.Deps) app.Handlers {
 		Log:           d.Log,
 		Metrics:       d.Metrics,
 		Trending:      []reactions.Kind{reactions.Favorite},
+		Freshness:     freshnessbind.Recorder(d, routes.CounterProcessor),
 		SnapshotEvery: d.Config.SnapshotEvery,
 	}
 	return app.Handlers{

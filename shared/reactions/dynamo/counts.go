@@ -460,8 +460,9 @@ type snapshotEntry struct {
 	Score int64  `json:"s"`
 }
 
-// SaveSnapshot stores a trending list for reads while Redis is down. An
-// older snapshot never replaces a newer one.
+// SaveSnapshot stores a trending list for reads while Redis is down. A
+// snapshot computed as of an older change never replaces a newer one; one
+// as of the same change does (the window moved on while nothing changed).
 func (s *Counts) SaveSnapshot(ctx context.Context, kind reactions.Kind, top reactions.Top) error {
 	entries := make([]snapshotEntry, len(top.Items))
 	for i, it := range top.Items {
@@ -478,7 +479,7 @@ func (s *Counts) SaveSnapshot(ctx context.Context, kind reactions.Kind, top reac
 		return err
 	}
 	newer := expression.Name(schema.AttrPK).AttributeNotExists().
-		Or(expression.Name(schema.AttrAsOf).LessThan(expression.Value(ddb.FormatTime(top.AsOf))))
+		Or(expression.Name(schema.AttrAsOf).LessThanEqual(expression.Value(ddb.FormatTime(top.AsOf))))
 	_, err = s.DB.PutItem(ctx, ddb.PutInput(s.Table, item, ddb.MustBuild(expression.NewBuilder().WithCondition(newer))))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("save %s %s snapshot: %w", kind, top.Window, err)

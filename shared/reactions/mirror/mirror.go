@@ -18,9 +18,11 @@ import (
 
 	"github.com/rallyhq/rally/shared/cache"
 	"github.com/rallyhq/rally/shared/cachegen"
+	freshmirror "github.com/rallyhq/rally/shared/freshness/mirror"
 	"github.com/rallyhq/rally/shared/hotcache"
 	"github.com/rallyhq/rally/shared/ranking"
 	"github.com/rallyhq/rally/shared/reactions"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // ErrStale means Redis cannot be trusted for reactions right now.
@@ -62,6 +64,16 @@ func membershipKey(user string) string { return "rally:rx:" + user }
 func membershipField(kind reactions.Kind, target string) string { return string(kind) + "#" + target }
 
 func countKey(t reactions.Target) string { return "rally:count:" + string(t.Kind) + ":" + t.ID }
+
+// watermarkKey holds the counter processor's watermark, which every count
+// and trending read fetches in its own round trip: their as_of.
+var watermarkKey = freshmirror.Key(routes.CounterProcessor.Function)
+
+// newestChange reads a fetched watermark; zero when Redis had none.
+func newestChange(raw string) time.Time {
+	w, _ := freshmirror.Parse(raw)
+	return w.NewestChange
+}
 
 func board(kind reactions.Kind, name string) ranking.Board {
 	return ranking.Board{Tag: "trend:" + string(kind), Name: name, Order: ranking.Desc, Ties: ranking.Earliest}
@@ -180,23 +192,28 @@ func (m *Mirror) ForgetEdges(ctx context.Context, refs []reactions.Ref) error {
 	return nil
 }
 
-// Count reads a cached count in one round trip.
+// Count reads a cached count and the counter processor's watermark (its
+// as_of, also on a miss) in one round trip.
 func (m *Mirror) Count(ctx context.Context, t reactions.Target) (reactions.Count, bool, error) {
 	if err := m.trusted(ctx); err != nil {
 		return reactions.Count{}, false, err
 	}
-	s, err := m.Redis.Get(ctx, countKey(t)).Result()
-	if errors.Is(err, redis.Nil) {
-		return reactions.Count{}, false, nil
-	}
-	if err != nil {
+	pipe := m.Redis.Pipeline()
+	count, mark := pipe.Get(ctx, countKey(t)), pipe.Get(ctx, watermarkKey)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return reactions.Count{}, false, fmt.Errorf("read count of %s: %w", t, err)
 	}
-	c, ok := parseCount(s)
-	return c, ok, nil
+	asOf := newestChange(mark.Val())
+	c, ok := parseCount(count.Val())
+	if !ok {
+		return reactions.Count{AsOf: asOf}, false, nil
+	}
+	c.AsOf = asOf
+	return c, true, nil
 }
 
-// count values are "count:version:as_of_unix_ms".
+// count values are "count:version:updated_at_unix_ms" (the durable count's
+// updated_at; reads answer with the watermark instead).
 func formatCount(c reactions.Count) string {
 	return strconv.FormatInt(c.N, 10) + ":" + strconv.FormatInt(c.Version, 10) + ":" + strconv.FormatInt(c.AsOf.UnixMilli(), 10)
 }
@@ -317,11 +334,12 @@ func (m *Mirror) ComputeTop(ctx context.Context, kind reactions.Kind, w reaction
 			return reactions.Top{}, fmt.Errorf("sum %s window: %w", w, err)
 		}
 	}
-	entries, _, err := m.Rank.Top(ctx, b, limit)
+	var mark string
+	entries, _, err := m.Rank.Top(ctx, b, limit, ranking.Also(watermarkKey, &mark))
 	if err != nil {
 		return reactions.Top{}, fmt.Errorf("read %s top: %w", w, err)
 	}
-	top := reactions.Top{Window: w, AsOf: now}
+	top := reactions.Top{Window: w, AsOf: newestChange(mark)}
 	for _, e := range entries {
 		// Targets whose net change is zero or negative are not trending.
 		if e.Score <= 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
@@ -27,6 +28,7 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 	m := mirror.New(d.Redis, gen)
 	svc := &streaks.Service{
 		Store: store, Cache: m, Gen: gen, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Freshness: freshnessbind.Reads(d, routes.StreakProcessor),
 		RegionOf: func(ctx context.Context, user string) (string, error) {
 			found, err := profiles.Profiles(ctx, []string{user})
 			return found[user].Region, err
@@ -36,6 +38,7 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 	p := &streaks.Processor{
 		Decode: dynamo.StateFromRecord, Store: store, Cache: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Freshness: freshnessbind.Recorder(d, routes.StreakProcessor),
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{

@@ -26,7 +26,9 @@ import (
 
 	"github.com/rallyhq/rally/shared/cache"
 	"github.com/rallyhq/rally/shared/cachegen"
+	freshmirror "github.com/rallyhq/rally/shared/freshness/mirror"
 	"github.com/rallyhq/rally/shared/ranking"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streaks"
 )
 
@@ -253,22 +255,29 @@ func boardItems(st streaks.State) map[string]ranking.Item {
 	return out
 }
 
+// watermarkKey holds the streak processor's watermark, which every board
+// read fetches in its own round trip: their as_of.
+var watermarkKey = freshmirror.Key(routes.StreakProcessor.Function)
+
 // Top ranks the streaks live at now, best first, globally (region "") or in
-// a region. Streaks that broke by now are swept off first.
-func (m *Mirror) Top(ctx context.Context, region string, n int, now time.Time) ([]streaks.Entry, error) {
+// a region, with the as_of read beside the board. Streaks that broke by
+// now are swept off first.
+func (m *Mirror) Top(ctx context.Context, region string, n int, now time.Time) ([]streaks.Entry, time.Time, error) {
 	if err := m.trusted(ctx); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if _, err := m.Sweep(ctx, now); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	es, _, err := m.Rank.Top(ctx, Board(region), n)
+	var mark string
+	es, _, err := m.Rank.Top(ctx, Board(region), n, ranking.Also(watermarkKey, &mark))
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
+	w, _ := freshmirror.Parse(mark)
 	out := make([]streaks.Entry, len(es))
 	for i, e := range es {
 		out[i] = streaks.Entry{Rank: e.Rank, UserID: e.ID, Streak: e.Score, ReachedAt: e.ReachedAt}
 	}
-	return out, nil
+	return out, w.NewestChange, nil
 }

@@ -154,7 +154,7 @@ func sameEntries(a, b []streaks.Entry) bool {
 func checkBoards(t *testing.T, e *env, w *world, now time.Time) {
 	t.Helper()
 	for _, region := range regions {
-		got, err := e.m.Top(context.Background(), region, 1000, now)
+		got, _, err := e.m.Top(context.Background(), region, 1000, now)
 		if err != nil {
 			t.Fatalf("top of %q at %s: %v", region, now, err)
 		}
@@ -188,7 +188,7 @@ func TestTopIsTheBruteForceRankingOfLiveStreaksAsDaysPass(t *testing.T) {
 		now = now.Add(time.Hour)
 		checkBoards(t, e, w, now)
 		// A short top is the head of the long one.
-		got, err := e.m.Top(ctx, "", 5, now)
+		got, _, err := e.m.Top(ctx, "", 5, now)
 		if want := w.want("", now); err != nil || !sameEntries(got, want[:min(5, len(want))]) {
 			t.Fatalf("top 5 at %s: %v%s", now, err, describe(got))
 		}
@@ -201,7 +201,7 @@ func TestTopIsTheBruteForceRankingOfLiveStreaksAsDaysPass(t *testing.T) {
 		now = now.Add(24 * time.Hour)
 		checkBoards(t, e, w, now)
 	}
-	if got, _ := e.m.Top(ctx, "", 10, now); len(got) != 0 {
+	if got, _, _ := e.m.Top(ctx, "", 10, now); len(got) != 0 {
 		t.Fatalf("streaks left after three idle days:%s", describe(got))
 	}
 	if n, _ := e.rdb.ZCard(ctx, mirror.DeadlinesKey).Result(); n != 0 {
@@ -224,7 +224,7 @@ func state(user string, version, current int64, lastDate, region string) streaks
 
 func users(t *testing.T, e *env, region string, now time.Time) string {
 	t.Helper()
-	es, err := e.m.Top(context.Background(), region, 100, now)
+	es, _, err := e.m.Top(context.Background(), region, 100, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestRebuildAfterRedisLostEverythingReproducesTheBoards(t *testing.T) {
 	now = now.Add(time.Hour)
 	before := map[string][]streaks.Entry{}
 	for _, region := range regions {
-		es, err := e.m.Top(ctx, region, 1000, now)
+		es, _, err := e.m.Top(ctx, region, 1000, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,7 +428,7 @@ func TestRebuildAfterRedisLostEverythingReproducesTheBoards(t *testing.T) {
 	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.m.Top(ctx, "", 10, now); !errors.Is(err, mirror.ErrStale) {
+	if _, _, err := e.m.Top(ctx, "", 10, now); !errors.Is(err, mirror.ErrStale) {
 		t.Fatalf("top of an emptied redis: %v, want ErrStale", err)
 	}
 	live := w.live(now)
@@ -447,7 +447,7 @@ func TestRebuildAfterRedisLostEverythingReproducesTheBoards(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, region := range regions {
-		got, err := e.m.Top(ctx, region, 1000, now)
+		got, _, err := e.m.Top(ctx, region, 1000, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,7 +506,7 @@ func TestReadsRefuseWhileRedisMayBeBehind(t *testing.T) {
 	if err := e.gen.Bump(ctx); err != nil { // a write was lost
 		t.Fatal(err)
 	}
-	if _, err := e.m.Top(ctx, "", 10, now); !errors.Is(err, mirror.ErrStale) {
+	if _, _, err := e.m.Top(ctx, "", 10, now); !errors.Is(err, mirror.ErrStale) {
 		t.Fatalf("top: %v, want ErrStale", err)
 	}
 	if _, _, err := e.m.Cached(ctx, "ann"); !errors.Is(err, mirror.ErrStale) {
@@ -544,7 +544,7 @@ func TestAProcessorBatchCostsOneRoundTripPerWrite(t *testing.T) {
 		t.Fatalf("a batch of 500 cost %d round trips, want 6", n)
 	}
 	start = e.trips.Count()
-	if _, err := e.m.Top(ctx, "eu", 10, at("2026-05-02")); err != nil {
+	if _, _, err := e.m.Top(ctx, "eu", 10, at("2026-05-02")); err != nil {
 		t.Fatal(err)
 	}
 	// The sweep's look at the deadlines, then the board.
