@@ -177,22 +177,23 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 	fiveMinutes := func(statistic string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String(statistic)}
 	}
-	for _, fn := range props.Functions.Names() {
-		cid := routes.Camel(fn)
-		alarm(cid+"Errors", props.Functions.Get(fn).MetricErrors(fiveMinutes("Sum")), 1, 1,
-			fn+" failed an invocation (crash, timeout or returned error)")
-	}
-	// Throttling comes from concurrency the functions share, so it is
-	// watched per feature (its dashboard shows which function): a stack has
-	// room for 500 resources, and an alarm per function would spend 30.
+	// Invocation errors and throttling are watched per feature, at most
+	// ten functions an alarm (its dashboard shows which function): a stack
+	// has room for 500 resources, and an alarm per function and signal
+	// would spend 70.
 	for _, v := range featureViews(props.Declared) {
 		fns := append(slices.Clone(v.functions), v.processors...)
 		for part, group := range chunks(fns, maxAlarmMetrics) {
-			id := routes.Camel(string(v.feature)) + "Throttles"
+			suffix := ""
 			if part > 0 {
-				id += strconv.Itoa(part + 1)
+				suffix = strconv.Itoa(part + 1)
 			}
-			alarm(id, sumOf(group, func(fn string) awscloudwatch.IMetric {
+			feature := routes.Camel(string(v.feature))
+			alarm(feature+"Errors"+suffix, sumOf(group, func(fn string) awscloudwatch.IMetric {
+				return props.Functions.Get(fn).MetricErrors(fiveMinutes("Sum"))
+			}), 1, 1, "Lambda invocations of "+strings.Join(group, ", ")+
+				" failed (crash, timeout or returned error); the "+string(v.feature)+" dashboard shows which")
+			alarm(feature+"Throttles"+suffix, sumOf(group, func(fn string) awscloudwatch.IMetric {
 				return props.Functions.Get(fn).MetricThrottles(fiveMinutes("Sum"))
 			}), 1, 1, "Lambda throttled "+strings.Join(group, ", ")+
 				": it refused invocations for want of concurrency (callers got 5xx, streams waited); the "+string(v.feature)+" dashboard shows which")

@@ -727,13 +727,19 @@ func TestAlarmsCoverErrorsHandledFailuresDeadLettersAndStreamLag(t *testing.T) {
 		check(t, stage+": topic encrypted", func() {
 			s.template.HasResourceProperties(jsii.String("AWS::SNS::Topic"), like("KmsMasterKeyId", assertions.Match_AnyValue()))
 		})
+		// Invocation errors are watched by feature, at most ten functions an
+		// alarm: each function's errors are in exactly one.
+		as := s.alarms(t)
 		for _, fn := range s.declaredFunctions() {
-			dims := []any{map[string]any{"Name": "FunctionName", "Value": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}}
-			check(t, stage+": errors alarm of "+fn.name, func() {
-				s.template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), like(
-					"Namespace", "AWS/Lambda", "MetricName", "Errors", "Dimensions", dims, "Threshold", 1,
-				))
-			})
+			var found []alarm
+			for _, a := range findMath(as, "FILL(m0, 0)") {
+				if a.Threshold == 1 && a.uses("AWS/Lambda", "Errors", map[string]any{"FunctionName": s.ref(s.stack.Functions.Get(fn.name).FunctionName())}) {
+					found = append(found, a)
+				}
+			}
+			if len(found) != 1 {
+				t.Errorf("%s: %d alarms on the errors of %s, want 1", stage, len(found), fn.name)
+			}
 		}
 		// Handled failures are no Lambda errors: Rally's own metrics are.
 		isProcessor := map[string]bool{}
