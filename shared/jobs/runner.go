@@ -227,15 +227,15 @@ func (r *Runner) finish(ctx context.Context, j Job, cause error) error {
 }
 
 // budgetOf is the part of ctx's time a run may take: up to its deadline
-// less a reserve of a quarter of the time left (at least two seconds) for
-// the checkpoint, or DefaultBudget without a deadline.
+// less a reserve of a quarter of the time left (at least two seconds, at
+// most half) for the checkpoint, or DefaultBudget without a deadline.
 func budgetOf(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return context.WithTimeout(ctx, DefaultBudget)
 	}
 	left := time.Until(deadline)
-	return context.WithDeadline(ctx, deadline.Add(-max(left/4, 2*time.Second)))
+	return context.WithDeadline(ctx, deadline.Add(-min(max(left/4, 2*time.Second), left/2)))
 }
 
 // leaseUntil is when a run started now must have released its job: the
