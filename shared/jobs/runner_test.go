@@ -1,0 +1,178 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/jobs"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// counting is a task over items 0..n-1 that takes one item per step and
+// records every item it was handed, so a test can see each done once.
+type counting struct {
+	n     int
+	step  time.Duration
+	mu    sync.Mutex
+	seen  map[int]int
+	fails atomic.Int32 // the next runs that fail
+}
+
+func (c *counting) Run(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	if c.fails.Load() > 0 {
+		c.fails.Add(-1)
+		return cursor, false, errors.New("redis went away")
+	}
+	i := 0
+	if cursor != "" {
+		i, _ = strconv.Atoi(cursor)
+	}
+	w.Progress.Total = int64(c.n)
+	for ; i < c.n; i++ {
+		if ctx.Err() != nil {
+			return strconv.Itoa(i), false, nil
+		}
+		time.Sleep(c.step) // the work of one item
+		c.mu.Lock()
+		c.seen[i]++
+		c.mu.Unlock()
+		w.Progress.Done = int64(i + 1)
+		if err := w.Checkpoint(ctx, strconv.Itoa(i+1)); err != nil {
+			return "", false, err
+		}
+	}
+	return "", true, nil
+}
+
+func newRunner(t *testing.T, task jobs.Task, owner string, clk clock.Clock) *jobs.Runner {
+	t.Helper()
+	db, names, _ := testenv.DynamoDB(t)
+	return &jobs.Runner{
+		Store: &jobs.Store{DB: db, Table: names.Of(schema.Jobs)},
+		Tasks: jobs.Tasks{{Kind: jobs.Rebuild, Target: jobs.Counters}: task},
+		Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: owner,
+	}
+}
+
+// A job longer than an invocation continues from its checkpoint in the
+// next one: every item is done exactly once, over several runs.
+func TestAJobContinuesFromItsCheckpointAcrossInvocations(t *testing.T) {
+	task := &counting{n: 200, step: 10 * time.Millisecond, seen: map[int]int{}}
+	r := newRunner(t, task, "a", clock.System{})
+	ctx := context.Background()
+	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for invocations := 0; j.State == jobs.Running; invocations++ {
+		if invocations > 20 {
+			t.Fatalf("no end after %d invocations: %+v", invocations, j)
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second) // half of it is kept in reserve
+		if err := r.Work(ictx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if j, err = r.Store.Get(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j.State == jobs.Running && (j.Progress.Done == 0 || j.Progress.Total != 200) {
+			t.Fatalf("no progress to see after a run: %+v", j.Progress)
+		}
+	}
+	if j.State != jobs.Done || j.Runs < 2 || j.FinishedAt.IsZero() {
+		t.Fatalf("job %s after %d runs", j.State, j.Runs)
+	}
+	for i := range task.n {
+		if task.seen[i] != 1 {
+			t.Fatalf("item %d done %d times", i, task.seen[i])
+		}
+	}
+}
+
+// Two runners handed the same job at once: one works on it, the other
+// leaves it alone, and nothing is done twice.
+func TestTwoRunnersNeverWorkOnOneJob(t *testing.T) {
+	task := &counting{n: 30, step: 5 * time.Millisecond, seen: map[int]int{}}
+	a := newRunner(t, task, "a", clock.System{})
+	b := &jobs.Runner{Store: a.Store, Tasks: a.Tasks, Clock: a.Clock, Log: a.Log, Owner: "b"}
+	ctx := context.Background()
+	j, err := jobs.Start(ctx, a.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, r := range []*jobs.Runner{a, b} {
+		wg.Go(func() {
+			if err := r.Work(ctx, j.ID); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if j, err = a.Store.Get(ctx, j.ID); err != nil || j.State != jobs.Done || j.Runs != 1 {
+		t.Fatalf("job after two runners: %+v %v", j, err)
+	}
+	for i := range task.n {
+		if task.seen[i] != 1 {
+			t.Fatalf("item %d done %d times", i, task.seen[i])
+		}
+	}
+}
+
+// A failing run is retried after RetryAfter (the schedule takes it up),
+// and after MaxFailures in a row the job is FAILED with the error.
+func TestAFailingJobIsRetriedThenFailed(t *testing.T) {
+	clk := &clock.Settable{}
+	clk.Set(time.Now())
+	task := &counting{n: 3, seen: map[int]int{}}
+	task.fails.Store(1)
+	r := newRunner(t, task, "a", clk)
+	ctx := context.Background()
+	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Work(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Tick(ctx); err != nil { // too early: held back
+		t.Fatal(err)
+	}
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Running || j.Runs != 1 || j.Error == "" {
+		t.Fatalf("after a failed run: %+v", j)
+	}
+	clk.Advance(jobs.RetryAfter)
+	if err := r.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Done || j.Error != "" {
+		t.Fatalf("after the retry: %+v", j)
+	}
+
+	task.fails.Store(jobs.MaxFailures)
+	j, err = jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range jobs.MaxFailures {
+		if err := r.Work(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(jobs.RetryAfter)
+	}
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Failed || j.Error != "redis went away" || j.Runs != jobs.MaxFailures {
+		t.Fatalf("after %d failed runs: %+v", jobs.MaxFailures, j)
+	}
+}
