@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Generations is what a scope's processors use of its Tracker: they
@@ -107,3 +109,30 @@ func budget(ctx context.Context) (context.Context, context.CancelFunc) {
 	left := time.Until(deadline)
 	return context.WithDeadline(ctx, deadline.Add(-max(left/4, 2*time.Second)))
 }
+
+// Progress keeps a scope's rebuild position between invocations, in
+// Redis itself: if Redis loses its data again mid-rebuild, the position
+// goes with it and the rebuild rightly starts over.
+type Progress struct {
+	Redis redis.UniversalClient
+	Scope string
+}
+
+func (p Progress) key() string { return "rally:rebuild:" + p.Scope }
+
+// Load returns the saved position, "" when no rebuild is under way.
+func (p Progress) Load(ctx context.Context) (string, error) {
+	s, err := p.Redis.Get(ctx, p.key()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return s, err
+}
+
+// Save records the position reached.
+func (p Progress) Save(ctx context.Context, cursor string) error {
+	return p.Redis.Set(ctx, p.key(), cursor, 0).Err()
+}
+
+// Reset ends the rebuild.
+func (p Progress) Reset(ctx context.Context) error { return p.Redis.Del(ctx, p.key()).Err() }

@@ -214,6 +214,13 @@ type Work struct {
 	wakeAt   time.Time
 }
 
+// NewWork is a Work whose checkpoints call save (at most every
+// CheckpointEvery): a task run outside the runner (a processor's repair)
+// keeps its position where it likes.
+func NewWork(save func(ctx context.Context, cursor string) error) *Work {
+	return &Work{Findings: &Findings{}, save: save, every: CheckpointEvery, saved: time.Now()}
+}
+
 // Sleep asks to be run again no earlier than at: the task returns its
 // cursor, not done, and the runner holds the job back until then (the
 // schedule takes it up).

@@ -156,8 +156,10 @@ func (j *Jobs) plan(ctx context.Context, spec jobs.Spec) ([]BoardPeriod, int64, 
 
 // pages reads a board period's scores from c.After, a page ahead of the
 // caller (the next page is fetched while fn handles this one), until the
-// last page or an error; it keeps c.After at the last page fn took.
-func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn func([]Score) error) error {
+// last page or an error. Once fn took a page, c moves past it and then
+// saved is called (a checkpoint), so a page is handled again only if fn
+// did not finish it.
+func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn func([]Score) error, saved func() error) error {
 	type page struct {
 		scores []Score
 		next   string
@@ -180,18 +182,18 @@ func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn fun
 		if p.next != "" {
 			pending = fetch(p.next)
 		}
-		if err := fn(p.scores); err != nil {
+		err := fn(p.scores)
+		if err == nil {
+			c.After, c.Read = p.next, c.Read+int64(len(p.scores))
+			err = saved()
+		}
+		if err == nil && p.next != "" {
+			err = ctx.Err()
+		}
+		if err != nil || p.next == "" {
 			if p.next != "" {
 				<-pending
 			}
-			return err
-		}
-		c.After, c.Read = p.next, c.Read+int64(len(p.scores))
-		if p.next == "" {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			<-pending
 			return err
 		}
 	}
@@ -225,6 +227,8 @@ func (j *Jobs) rebuild(ctx context.Context, d Definition, c *boardCursor, w *job
 		}
 		w.Progress.Done += int64(len(scores))
 		w.Findings.Checked += int64(len(scores))
+		return nil
+	}, func() error {
 		if !w.Due() {
 			return nil
 		}
@@ -289,8 +293,8 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 			}
 		}
 		w.Progress.Done += int64(len(scores))
-		return w.Checkpoint(ctx, encode(*c))
-	})
+		return nil
+	}, func() error { return w.Checkpoint(ctx, encode(*c)) })
 	if err != nil {
 		return err
 	}
@@ -324,7 +328,7 @@ func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, bp BoardPeriod) e
 		return err
 	}
 	c := boardCursor{}
-	if err := j.pages(ctx, bp, &c, func(scores []Score) error { return l.Add(ctx, scores...) }); err != nil {
+	if err := j.pages(ctx, bp, &c, func(scores []Score) error { return l.Add(ctx, scores...) }, func() error { return nil }); err != nil {
 		_ = l.Abort(context.WithoutCancel(ctx))
 		return err
 	}

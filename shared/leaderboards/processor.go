@@ -11,9 +11,18 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/freshness"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
+
+// RebuildProgress keeps a rebuild's position between invocations
+// (cachegen.Progress).
+type RebuildProgress interface {
+	Load(ctx context.Context) (string, error)
+	Save(ctx context.Context, cursor string) error
+	Reset(ctx context.Context) error
+}
 
 // Sync is the processor's view of the Redis boards.
 type Sync interface {
@@ -30,14 +39,18 @@ type Sync interface {
 // dirty and the cache generation bumped: readers use DynamoDB until a
 // later batch or tick rebuilds them.
 type Processor struct {
-	Decode  streams.Decoder[Score]
-	Defs    Definitions
-	Scores  Scores
-	Sync    Sync
-	Gen     cachegen.Generations
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Metrics *obs.Metrics
+	Decode streams.Decoder[Score]
+	// Rebuilds and Progress rebuild every board after Redis lost its data,
+	// across invocations when it takes more than one.
+	Rebuilds *Jobs
+	Progress RebuildProgress
+	Defs     Definitions
+	Scores   Scores
+	Sync     Sync
+	Gen      cachegen.Generations
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *obs.Metrics
 
 	// Freshness records, after each batch, the newest score change
 	// applied: the as_of of board reads.
@@ -93,28 +106,28 @@ func dirtyKey(bp BoardPeriod) string { return bp.Board + "#" + bp.Period }
 type cacheRepair struct{ p *Processor }
 
 // Rebuild rebuilds the current and previous period of every board (older
-// periods are read from DynamoDB until touched). It starts over from the
-// first board when a repair ran out of time.
+// periods are read from DynamoDB until touched) as a rebuild job does: a
+// board too big for one invocation continues where the last one left it,
+// and the next board is not started over. The position is kept in Redis
+// (Progress), so a Redis that loses its data again starts over.
 func (r cacheRepair) Rebuild(ctx context.Context) (bool, error) {
-	defs, err := r.p.Defs.List(ctx)
+	cursor, err := r.p.Progress.Load(ctx)
 	if err != nil {
 		return false, err
 	}
-	now := r.p.Clock.Now()
-	for _, d := range defs {
-		for _, period := range []string{d.PeriodAt(now), d.PreviousPeriod(now)} {
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			if err := r.rebuild(ctx, d, period); err != nil {
-				return false, err
-			}
-			if d.Reset == Never {
-				break
-			}
-		}
+	if cursor == "" {
+		r.p.Log.InfoContext(ctx, "rebuilding leaderboards in redis")
 	}
-	return true, nil
+	w := jobs.NewWork(r.p.Progress.Save)
+	next, done, err := r.p.Rebuilds.walk(ctx, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Leaderboard}, cursor, w, r.p.Rebuilds.rebuild)
+	if err != nil {
+		return false, err
+	}
+	if !done {
+		return false, r.p.Progress.Save(context.WithoutCancel(ctx), next)
+	}
+	r.p.Log.InfoContext(ctx, "leaderboards rebuilt in redis", "members", w.Progress.Done)
+	return true, r.p.Progress.Reset(ctx)
 }
 
 // Refresh rebuilds the dirty board periods.

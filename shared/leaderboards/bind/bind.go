@@ -6,6 +6,7 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/cachegen"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/leaderboards"
@@ -28,7 +29,9 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	h := &leaderboards.API{Service: svc}
 	p := &leaderboards.Processor{
 		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
-		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+		Rebuilds: &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: m, Clock: d.Clock},
+		Progress: cachegen.Progress{Redis: d.Redis, Scope: mirror.Scope},
+		Clock:    d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Freshness: freshnessbind.Recorder(d, routes.LeaderboardProcessor),
 	}
 	return app.Handlers{
