@@ -1,147 +1,155 @@
-// Command redrive lists and replays the batches a deployed Rally stack's
-// stream processors parked.
+// Command redrive lists and replays the batches a Rally stack's stream
+// processors parked: a thin client of the ops routes GET /v1/ops/dlq and
+// POST /v1/ops/dlq/redrive, signed with your AWS credentials (SigV4), so
+// it does exactly what the API does.
 //
 // When a processor keeps failing on a batch, its event source mapping gives
-// up after the declared retries or record age and sends where the batch was
-// (stream, shard and sequence numbers) to the processor's dead-letter
-// queue; the dlq-archiver reads the records from the stream at once and
-// archives them in the DeadLetters table. Redrive replays them from there,
-// whenever it runs: it invokes the processor with each batch and removes
-// what fully applied. Processors are idempotent, so replaying a batch that
-// partly applied changes nothing twice.
+// up after the declared retries or record age and the dlq-archiver archives
+// the batch with its records; a redrive replays them whenever it runs and
+// removes what fully applied. Processors are idempotent, so replaying a
+// batch that partly applied changes nothing twice.
 //
 //	go run ./infra/redrive -stage dev                        # list parked batches
 //	go run ./infra/redrive -stage dev -replay                # replay them all
 //	go run ./infra/redrive -stage dev -replay -function counter-processor -batch <id>
+//	go run ./infra/redrive -api http://localhost:3000 ...    # any stack, e.g. the local one
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
-
-	"github.com/rallyhq/rally/shared/clock"
-	"github.com/rallyhq/rally/shared/deadletters"
-	"github.com/rallyhq/rally/shared/routes"
-	"github.com/rallyhq/rally/shared/schema"
 )
 
 func main() {
-	stage := flag.String("stage", "dev", "deployment stage; the stack is Rally-<stage>")
+	stage := flag.String("stage", "dev", "deployment stage; the stack is Rally-<stage> (its ApiUrl output)")
+	api := flag.String("api", "", "the API's base URL (default: the stack's ApiUrl output)")
 	only := flag.String("function", "", "only this processor (default: every processor)")
 	batch := flag.String("batch", "", "only this batch (with -function)")
 	replay := flag.Bool("replay", false, "replay parked batches; remove those that apply")
 	flag.Parse()
-	if err := run(context.Background(), *stage, *only, *batch, *replay); err != nil {
+	ctx := context.Background()
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err == nil && *api == "" {
+		*api, err = apiURL(ctx, cloudformation.NewFromConfig(cfg), "Rally-"+*stage)
+	}
+	if err == nil {
+		c := client{base: strings.TrimSuffix(*api, "/"), creds: cfg.Credentials, region: cfg.Region, http: http.DefaultClient}
+		err = run(ctx, c, os.Stdout, *only, *batch, *replay)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "redrive:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, stage, only, batch string, replay bool) error {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+// run lists the parked batches, or replays them, and prints the answer.
+func run(ctx context.Context, c client, out io.Writer, only, batch string, replay bool) error {
+	if batch != "" && only == "" {
+		return errors.New("-batch needs -function")
+	}
+	var body []byte
+	var err error
+	switch {
+	case replay:
+		req := map[string]string{}
+		if only != "" {
+			req["processor"] = only
+		}
+		if batch != "" {
+			req["batch_id"] = batch
+		}
+		body, err = c.do(ctx, "POST", "/v1/ops/dlq/redrive", req)
+	case only != "":
+		body, err = c.do(ctx, "GET", "/v1/ops/dlq?processor="+url.QueryEscape(only), nil)
+	default:
+		body, err = c.do(ctx, "GET", "/v1/ops/dlq", nil)
+	}
 	if err != nil {
 		return err
 	}
-	stack := "Rally-" + stage
-	functions, err := deployedFunctions(ctx, cloudformation.NewFromConfig(cfg), stack)
-	if err != nil {
-		return err
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, body, "", "  "); err != nil {
+		return fmt.Errorf("the API answered no JSON: %s", body)
 	}
-	lc := lambda.NewFromConfig(cfg)
-	archiver, ok := functions[routes.DlqArchiver.Function]
-	if !ok {
-		return fmt.Errorf("stack %s has no %s", stack, routes.DlqArchiver.Function)
-	}
-	// The archiver is told where the archive is; so is this command.
-	conf, err := lc.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(archiver)})
-	if err != nil {
-		return fmt.Errorf("read %s's configuration: %w", archiver, err)
-	}
-	table := ""
-	if conf.Environment != nil {
-		table = conf.Environment.Variables[schema.DeadLetters.EnvVar()]
-	}
-	if table == "" {
-		return fmt.Errorf("%s names no %s table", archiver, schema.DeadLetters.Name)
-	}
-	archive := &deadletters.Archive{DB: dynamodb.NewFromConfig(cfg), Table: table, Clock: clock.System{}}
-	inv := deadletters.LambdaInvoker{Client: lc, Deployed: functions}
-	for _, fn := range processorFunctions(routes.Processors()) {
-		if only != "" && fn != only {
-			continue
-		}
-		parked, err := archive.List(ctx, fn)
-		if err != nil {
-			return err
-		}
-		for _, b := range parked {
-			fmt.Printf("%s\t%s\t%s\t%d records\t%s..%s\tparked %s\t%s\n", fn, b.ID, b.Source, b.Size,
-				b.First, b.Last, b.ParkedAt.Format(time.RFC3339), b.Reason)
-		}
-		if !replay || len(parked) == 0 {
-			continue
-		}
-		outcomes, err := archive.Redrive(ctx, inv, fn, batch)
-		if err != nil && !(errors.Is(err, deadletters.ErrNotFound) && batch != "" && only == "") {
-			return err
-		}
-		for _, o := range outcomes {
-			if o.Done() {
-				fmt.Printf("\t%s: replayed %d records; removed\n", o.Batch, o.Records)
-			} else {
-				fmt.Printf("\t%s: %d of %d records applied; the rest stay parked: %s\n", o.Batch, o.Applied, o.Records, o.Error)
-			}
-		}
-	}
-	return nil
+	_, err = fmt.Fprintln(out, pretty.String())
+	return err
 }
 
-// processorFunctions lists each processor function once, in declaration
-// order: a function that reads several streams is declared once per stream
-// but parks all its batches under its one name.
-func processorFunctions(ps []routes.Processor) []string {
-	var out []string
-	for _, p := range ps {
-		if !slices.Contains(out, p.Function) {
-			out = append(out, p.Function)
-		}
-	}
-	return out
+// client calls the ops routes with SigV4 (service execute-api).
+type client struct {
+	base   string
+	creds  aws.CredentialsProvider
+	region string
+	http   *http.Client
 }
 
-// deployedFunctions maps the declared name of the stack's processors and
-// of the dlq-archiver to their deployed names.
-func deployedFunctions(ctx context.Context, cf *cloudformation.Client, stack string) (map[string]string, error) {
-	wanted := append(processorFunctions(routes.Processors()), routes.DlqArchiver.Function)
-	functions := map[string]string{}
-	pages := cloudformation.NewListStackResourcesPaginator(cf, &cloudformation.ListStackResourcesInput{StackName: aws.String(stack)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list resources of %s: %w", stack, err)
+func (c client) do(ctx context.Context, method, path string, in any) ([]byte, error) {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return nil, err
 		}
-		for _, r := range page.StackResourceSummaries {
-			if aws.ToString(r.ResourceType) != "AWS::Lambda::Function" {
-				continue
-			}
-			for _, fn := range wanted {
-				if strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Functions"+routes.Camel(fn)+"Function") {
-					functions[fn] = aws.ToString(r.PhysicalResourceId)
-				}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	creds, err := c.creds.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS credentials: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, raw)
+	}
+	return raw, nil
+}
+
+// apiURL reads the stack's ApiUrl output.
+func apiURL(ctx context.Context, cfn *cloudformation.Client, stack string) (string, error) {
+	out, err := cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(stack)})
+	if err != nil {
+		return "", fmt.Errorf("describe %s: %w", stack, err)
+	}
+	for _, s := range out.Stacks {
+		for _, o := range s.Outputs {
+			if aws.ToString(o.OutputKey) == "ApiUrl" {
+				return aws.ToString(o.OutputValue), nil
 			}
 		}
 	}
-	return functions, nil
+	return "", fmt.Errorf("%s has no ApiUrl output", stack)
 }
