@@ -4,9 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/jobs"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 type jobRequest struct {
@@ -45,6 +51,11 @@ func (a *API) StartJob(ctx context.Context, r *api.Request) (api.Response, error
 	spec := jobs.Spec{Kind: jobs.Kind(*in.Kind), Target: jobs.Target(*in.Target), ID: deref(in.ID), Period: deref(in.Period)}
 	if err := spec.Validate(); err != nil {
 		return api.Response{}, err
+	}
+	if spec.ID != "" {
+		if err := a.boardExists(ctx, spec.ID); err != nil {
+			return api.Response{}, err
+		}
 	}
 	j, err := jobs.Start(ctx, a.Jobs, spec, a.Clock.Now())
 	if err != nil {
@@ -114,4 +125,21 @@ func (a *API) GetJob(ctx context.Context, r *api.Request) (api.Response, error) 
 		return api.Response{}, err
 	}
 	return api.OK(bodyOf(j)), nil
+}
+
+// boardExists answers NotFound unless a leaderboard has the id (read from
+// the Leaderboards table's key alone: the route does not link the
+// leaderboards feature).
+func (a *API) boardExists(ctx context.Context, id string) error {
+	out, err := a.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(a.Boards), Key: map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(id)},
+		ProjectionExpression: aws.String(schema.AttrBoardID),
+	})
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the leaderboards store is unreachable")
+	}
+	if len(out.Item) == 0 {
+		return errs.New(errs.NotFound, "no leaderboard %s", id)
+	}
+	return nil
 }

@@ -378,6 +378,7 @@ func TestABadJobIsRefused(t *testing.T) {
 		}
 	}
 	c.Service("GET", "/v1/ops/jobs/job_nope", nil).Expect(t, 404)
+	c.Service("POST", "/v1/ops/jobs", map[string]any{"kind": "rebuild", "target": "leaderboard", "id": "nope"}).Expect(t, 404)
 	c.Player("mallory", "POST", "/v1/ops/jobs", map[string]any{"kind": "rebuild", "target": "all"}).Expect(t, 403)
 	var health struct {
 		JobsRunning int `json:"jobs_running"`

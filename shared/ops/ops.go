@@ -33,9 +33,11 @@ type API struct {
 	// Redis and the cache generations of every scope, for health.
 	Redis  redis.UniversalClient
 	Caches []*cachegen.Tracker
-	// DB and Erasures (the table's name) count the pending erasures.
+	// DB and the tables' names: Erasures counts the pending erasures,
+	// Boards checks a job's leaderboard exists.
 	DB       ddb.DB
 	Erasures string
+	Boards   string
 	// Watermarks, when set, say how far behind each processor is (the
 	// processors that keep one: counter, leaderboard, streak).
 	Watermarks Watermarks

@@ -469,7 +469,7 @@ var (
 	StartJob = Route{
 		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service,
 		Summary: "Start a rebuild, reconcile or recompute job",
-		Uses:    Uses{Writes: []schema.Table{schema.Jobs}},
+		Uses:    Uses{Reads: []schema.Table{schema.Leaderboards}, Writes: []schema.Table{schema.Jobs}},
 	}
 	GetJob = Route{
 		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service,

@@ -33,6 +33,7 @@ var Operations = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) ap
 		Caches:     caches,
 		DB:         d.DB,
 		Erasures:   d.Table(schema.Erasures),
+		Boards:     d.Table(schema.Leaderboards),
 		Watermarks: freshnessbind.Store(d),
 	}
 	return app.Handlers{Endpoints: map[string]api.Endpoint{
