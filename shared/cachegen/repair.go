@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/shared/clock"
 )
 
 // Generations is what a scope's processors use of its Tracker: they
@@ -55,14 +57,14 @@ var ErrRepairUnfinished = errors.New("cachegen: repair unfinished; the next one 
 // generation past that, so Redis stays untrusted until the next repair.
 //
 // The repair takes the time its context allows, less a reserve for the
-// rest of the invocation (see budget); what is left is done by the next
+// rest of the invocation (clock.Budget); what is left is done by the next
 // one (ErrRepairUnfinished). Readers fall back to DynamoDB meanwhile.
 func (t *Tracker) Repair(ctx context.Context, r Repairable) error {
 	st, err := t.State(ctx)
 	if err != nil || st.Fresh() {
 		return err
 	}
-	ctx, cancel := budget(ctx)
+	ctx, cancel := clock.Budget(ctx, DefaultRepairBudget)
 	defer cancel()
 	if !st.MirrorKnown {
 		done, err := r.Rebuild(ctx)
@@ -98,21 +100,10 @@ func (t *Tracker) Repair(ctx context.Context, r Repairable) error {
 	return t.Advance(ctx, st.Durable)
 }
 
-// budget is the part of ctx's time a repair may take: up to its deadline
-// less a reserve of a quarter of the time left (at least two seconds) for
-// the rest of the invocation, or DefaultRepairBudget without a deadline.
-func budget(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithTimeout(ctx, DefaultRepairBudget)
-	}
-	left := time.Until(deadline)
-	return context.WithDeadline(ctx, deadline.Add(-max(left/4, 2*time.Second)))
-}
-
-// Progress keeps a scope's rebuild position between invocations, in
-// Redis itself: if Redis loses its data again mid-rebuild, the position
-// goes with it and the rebuild rightly starts over.
+// Progress keeps a scope's rebuild position between invocations
+// (jobs.Positions), in Redis itself: if Redis loses its data again
+// mid-rebuild, the position goes with it and the rebuild rightly starts
+// over.
 type Progress struct {
 	Redis redis.UniversalClient
 	Scope string

@@ -110,3 +110,17 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Budget is the part of ctx's time that work beside an invocation's own
+// (a Redis repair, a job's run) may take: up to ctx's deadline less a
+// reserve for the rest of the invocation, a quarter of the time left (at
+// least two seconds, at most half of it), or fallback when ctx has no
+// deadline.
+func Budget(ctx context.Context, fallback time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, fallback)
+	}
+	left := time.Until(deadline)
+	return context.WithDeadline(ctx, deadline.Add(-min(max(left/4, 2*time.Second), left/2)))
+}

@@ -55,13 +55,13 @@ const (
 
 // Spec is what was asked for.
 type Spec struct {
-	Kind   Kind   `json:"kind"`
-	Target Target `json:"target"`
+	Kind   Kind
+	Target Target
 	// ID names one leaderboard (target leaderboard); empty means every one.
-	ID string `json:"id,omitempty"`
+	ID string
 	// Period names one period of it; empty means its current (and
 	// previous) periods.
-	Period string `json:"period,omitempty"`
+	Period string
 }
 
 // Validate reports a spec that names no job: every kind runs on every
@@ -84,22 +84,24 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Job is one job: what was asked, how far it got, and what it found.
+// Job is one job: what was asked, how far it got, and what it found (the
+// Jobs table's item is its stored form, GET /v1/ops/jobs/{job_id} its
+// answer).
 type Job struct {
-	ID string `json:"job_id"`
+	ID string
 	Spec
-	State      State     `json:"state"`
-	Progress   Progress  `json:"progress"`
-	Findings             // checked, drifted, repaired, examples
-	Error      string    `json:"error,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	State      State
+	Progress   Progress
+	Findings   // checked, drifted, repaired, examples
+	Error      string
+	StartedAt  time.Time
+	FinishedAt time.Time
 	// Runs counts the invocations that worked on the job.
-	Runs int `json:"runs"`
+	Runs int
 	// Step and Cursor are the checkpoint: the step of the job's plan under
 	// way (one per target) and how far into it (the task's own cursor).
-	Step   int    `json:"-"`
-	Cursor string `json:"-"`
+	Step   int
+	Cursor string
 	// failures counts the runs that failed in a row.
 	failures int
 }
@@ -114,14 +116,14 @@ type Progress struct {
 // Findings are what a reconcile found (a rebuild or recompute counts what
 // it checked and rewrote too).
 type Findings struct {
-	Checked  int64 `json:"checked"`
-	Drifted  int64 `json:"drifted"`
-	Repaired int64 `json:"repaired"`
+	Checked  int64
+	Drifted  int64
+	Repaired int64
 	// Examples names some drifted values, at most MaxExamples.
-	Examples []string `json:"examples"`
+	Examples []string
 	// Drift counts what drifted per kind of value (count, board, …), for
 	// the Drift metric.
-	Drift map[string]int64 `json:"drift,omitempty"`
+	Drift map[string]int64
 }
 
 // MaxExamples bounds the examples a job keeps.
@@ -219,6 +221,32 @@ type Work struct {
 // keeps its position where it likes.
 func NewWork(save func(ctx context.Context, cursor string) error) *Work {
 	return &Work{Findings: &Findings{}, save: save, every: CheckpointEvery, saved: time.Now()}
+}
+
+// Positions keep a task's position when it runs outside the runner
+// (cachegen.Progress keeps it in Redis).
+type Positions interface {
+	Load(ctx context.Context) (string, error)
+	Save(ctx context.Context, cursor string) error
+	Reset(ctx context.Context) error
+}
+
+// Continue runs a task outside the runner (a processor's Redis repair)
+// from the position p holds, saving it as it goes and when ctx ends; done
+// is true, and the position cleared, once the task finished.
+func Continue(ctx context.Context, p Positions, spec Spec, run RunFunc) (done bool, err error) {
+	cursor, err := p.Load(ctx)
+	if err != nil {
+		return false, err
+	}
+	next, done, err := run(ctx, spec, cursor, NewWork(p.Save))
+	switch {
+	case err != nil:
+		return false, err
+	case !done:
+		return false, p.Save(context.WithoutCancel(ctx), next)
+	}
+	return true, p.Reset(ctx)
 }
 
 // Sleep asks to be run again no earlier than at: the task returns its

@@ -151,7 +151,7 @@ func Start(ctx context.Context, s *Store, spec Spec, now time.Time) (Job, error)
 // and after MaxFailures in a row the job is FAILED.
 func (r *Runner) Work(ctx context.Context, id string) error {
 	now := r.Clock.Now()
-	budget, cancel := budgetOf(ctx)
+	budget, cancel := clock.Budget(ctx, DefaultBudget)
 	defer cancel()
 	until := leaseUntil(ctx, now)
 	j, ok, err := r.Store.Acquire(ctx, id, r.Owner, until, now)
@@ -224,18 +224,6 @@ func (r *Runner) finish(ctx context.Context, j Job, cause error) error {
 	r.Log.InfoContext(ctx, "job finished", "job_id", j.ID, "kind", j.Kind, "target", j.Target, "state", j.State,
 		"checked", j.Checked, "drifted", j.Drifted, "repaired", j.Repaired, "runs", j.Runs, "error", j.Error)
 	return nil
-}
-
-// budgetOf is the part of ctx's time a run may take: up to its deadline
-// less a reserve of a quarter of the time left (at least two seconds, at
-// most half) for the checkpoint, or DefaultBudget without a deadline.
-func budgetOf(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithTimeout(ctx, DefaultBudget)
-	}
-	left := time.Until(deadline)
-	return context.WithDeadline(ctx, deadline.Add(-min(max(left/4, 2*time.Second), left/2)))
 }
 
 // leaseUntil is when a run started now must have released its job: the

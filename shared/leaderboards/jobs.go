@@ -16,7 +16,10 @@ import (
 type JobCache interface {
 	BeginRebuild(ctx context.Context, d Definition, period string, expected int64) (Rebuilding, error)
 	ResumeRebuild(d Definition, period, state string) (Rebuilding, error)
-	Stored(ctx context.Context, d Definition, period string, players []string) ([]Entry, int64, error)
+	Stored(ctx context.Context, d Definition, period string, players []string) ([]Entry, error)
+	Size(ctx context.Context, d Definition, period string) (int64, error)
+	// Rebuild reloads a board period in one go from scan.
+	Rebuild(ctx context.Context, d Definition, period string, expected int64, scan func(fn func([]Score) error) error) error
 	// Superseded tells whether err says another rebuild took the board.
 	Superseded(err error) bool
 }
@@ -34,6 +37,7 @@ type Rebuilding interface {
 type JobScores interface {
 	Members(ctx context.Context, board, period string) (int64, error)
 	ScanPage(ctx context.Context, board, period, after string) ([]Score, string, error)
+	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
 	CountScores(ctx context.Context, board, period string) (int64, error)
 	SetMembers(ctx context.Context, board, period string, n int64) error
 }
@@ -272,7 +276,7 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 		for i, s := range scores {
 			ids[i] = s.PlayerID
 		}
-		stored, _, err := j.Cache.Stored(ctx, d, bp.Period, ids)
+		stored, err := j.Cache.Stored(ctx, d, bp.Period, ids)
 		if err != nil {
 			return err
 		}
@@ -298,7 +302,7 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 	if err != nil {
 		return err
 	}
-	_, total, err := j.Cache.Stored(ctx, d, bp.Period, nil)
+	total, err := j.Cache.Size(ctx, d, bp.Period)
 	if err != nil {
 		return err
 	}
@@ -307,7 +311,7 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 		c.Drifted++
 	}
 	if c.Drifted > 0 {
-		if err := j.rebuildWhole(ctx, d, bp); err != nil {
+		if err := j.rebuildWhole(ctx, d, bp.Period); err != nil {
 			return err
 		}
 		w.Findings.Repaired += c.Drifted
@@ -317,22 +321,15 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 }
 
 // rebuildWhole rebuilds one board period in one go (a reconcile's
-// repair).
-func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, bp BoardPeriod) error {
-	n, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+// repair, a processor's refresh of a dirty one).
+func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, period string) error {
+	n, err := j.Scores.Members(ctx, d.ID, period)
 	if err != nil {
 		return err
 	}
-	l, err := j.Cache.BeginRebuild(ctx, d, bp.Period, n)
-	if err != nil {
-		return err
-	}
-	c := boardCursor{}
-	if err := j.pages(ctx, bp, &c, func(scores []Score) error { return l.Add(ctx, scores...) }, func() error { return nil }); err != nil {
-		_ = l.Abort(context.WithoutCancel(ctx))
-		return err
-	}
-	return l.Commit(ctx)
+	return j.Cache.Rebuild(ctx, d, period, n, func(fn func([]Score) error) error {
+		return j.Scores.Scan(ctx, d.ID, period, fn)
+	})
 }
 
 // recompute counts a board period's scores and rewrites its member count

@@ -16,20 +16,11 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
-// RebuildProgress keeps a rebuild's position between invocations
-// (cachegen.Progress).
-type RebuildProgress interface {
-	Load(ctx context.Context) (string, error)
-	Save(ctx context.Context, cursor string) error
-	Reset(ctx context.Context) error
-}
-
 // Sync is the processor's view of the Redis boards.
 type Sync interface {
 	// Apply writes scores of one board period, versioned. A Removed score
 	// (erasure) is forgotten, leaving nothing that holds the player's id.
 	Apply(ctx context.Context, d Definition, period string, scores []Score) error
-	Rebuild(ctx context.Context, d Definition, period string, expected int64, scan func(fn func([]Score) error) error) error
 }
 
 // Processor keeps the Redis boards in line with the Scores stream. Each
@@ -43,9 +34,8 @@ type Processor struct {
 	// Rebuilds and Progress rebuild every board after Redis lost its data,
 	// across invocations when it takes more than one.
 	Rebuilds *Jobs
-	Progress RebuildProgress
+	Progress jobs.Positions
 	Defs     Definitions
-	Scores   Scores
 	Sync     Sync
 	Gen      cachegen.Generations
 	Clock    clock.Clock
@@ -111,23 +101,13 @@ type cacheRepair struct{ p *Processor }
 // and the next board is not started over. The position is kept in Redis
 // (Progress), so a Redis that loses its data again starts over.
 func (r cacheRepair) Rebuild(ctx context.Context) (bool, error) {
-	cursor, err := r.p.Progress.Load(ctx)
-	if err != nil {
-		return false, err
+	j := r.p.Rebuilds
+	r.p.Log.InfoContext(ctx, "rebuilding leaderboards in redis")
+	done, err := jobs.Continue(ctx, r.p.Progress, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Leaderboard}, j.run(j.rebuild))
+	if done {
+		r.p.Log.InfoContext(ctx, "leaderboards rebuilt in redis")
 	}
-	if cursor == "" {
-		r.p.Log.InfoContext(ctx, "rebuilding leaderboards in redis")
-	}
-	w := jobs.NewWork(r.p.Progress.Save)
-	next, done, err := r.p.Rebuilds.walk(ctx, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Leaderboard}, cursor, w, r.p.Rebuilds.rebuild)
-	if err != nil {
-		return false, err
-	}
-	if !done {
-		return false, r.p.Progress.Save(context.WithoutCancel(ctx), next)
-	}
-	r.p.Log.InfoContext(ctx, "leaderboards rebuilt in redis", "members", w.Progress.Done)
-	return true, r.p.Progress.Reset(ctx)
+	return done, err
 }
 
 // Refresh rebuilds the dirty board periods.
@@ -144,20 +124,10 @@ func (r cacheRepair) Refresh(ctx context.Context, keys []string) error {
 		if err != nil {
 			return err
 		}
-		if err := r.rebuild(ctx, d, period); err != nil {
+		r.p.Log.InfoContext(ctx, "rebuilding leaderboard in redis", "board", d.ID, "period", period)
+		if err := r.p.Rebuilds.rebuildWhole(ctx, d, period); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (r cacheRepair) rebuild(ctx context.Context, d Definition, period string) error {
-	members, err := r.p.Scores.Members(ctx, d.ID, period)
-	if err != nil {
-		return err
-	}
-	r.p.Log.InfoContext(ctx, "rebuilding leaderboard in redis", "board", d.ID, "period", period, "members", members)
-	return r.p.Sync.Rebuild(ctx, d, period, members, func(fn func([]Score) error) error {
-		return r.p.Scores.Scan(ctx, d.ID, period, fn)
-	})
 }

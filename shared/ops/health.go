@@ -97,14 +97,11 @@ func (a *API) Health(ctx context.Context, r *api.Request) (api.Response, error) 
 	return api.OK(b), nil
 }
 
-// erasurePending marks a pending erasure in by_pending (privacy.Pending).
-const erasurePending = "PENDING"
-
 // pendingErasures counts the erasures still to finish (the sparse
 // by_pending index of Erasures).
 func (a *API) pendingErasures(ctx context.Context) (int, error) {
 	in := ddb.QueryInput(a.Erasures, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrPending).Equal(expression.Value(erasurePending)))))
+		expression.Key(schema.AttrPending).Equal(expression.Value(schema.ErasurePending)))))
 	in.IndexName, in.Select = aws.String(schema.IndexErasuresPending), types.SelectCount
 	n := 0
 	p := dynamodb.NewQueryPaginator(a.DB, in)

@@ -338,7 +338,12 @@ func TestTheRecomputeDrillBringsBackEveryDerivedValue(t *testing.T) {
 		return !body.Degraded
 	})
 	w.check(t, c)
-	stored, total, err := lbmirror.New(d.Redis, d.Generations(lbmirror.Scope)).Stored(ctx, mustDef(t, s), leaderboards.AllTime, keys(w.scores))
+	m := lbmirror.New(d.Redis, d.Generations(lbmirror.Scope))
+	stored, err := m.Stored(ctx, mustDef(t, s), leaderboards.AllTime, keys(w.scores))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, err := m.Size(ctx, mustDef(t, s), leaderboards.AllTime)
 	if err != nil || total != int64(len(w.scores)) || len(stored) != len(w.scores) {
 		t.Fatalf("redis board after the rebuild: %d of %d (%v)", len(stored), total, err)
 	}

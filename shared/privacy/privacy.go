@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"time"
+
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Status is where an erasure stands.
@@ -18,7 +20,7 @@ type Status string
 
 // Statuses.
 const (
-	Pending   Status = "PENDING"
+	Pending   Status = schema.ErasurePending
 	Completed Status = "COMPLETED"
 )
 

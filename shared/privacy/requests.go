@@ -84,7 +84,7 @@ func (s *Records) Request(ctx context.Context, user string, now time.Time) (Eras
 		}
 		r := record{
 			UserHash: hash, ID: id, Status: string(Pending), RequestedAt: ddb.FormatTime(now),
-			UserID: user, Pending: string(Pending),
+			UserID: user, Pending: schema.ErasurePending,
 		}
 		item, err := attributevalue.MarshalMap(r)
 		if err != nil {
@@ -136,7 +136,7 @@ type Waiting struct {
 // Pending lists up to limit erasures still pending, oldest first.
 func (s *Records) Pending(ctx context.Context, limit int32) ([]Waiting, error) {
 	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrPending).Equal(expression.Value(string(Pending))))))
+		expression.Key(schema.AttrPending).Equal(expression.Value(schema.ErasurePending)))))
 	in.IndexName, in.Limit = aws.String(schema.IndexErasuresPending), aws.Int32(limit)
 	out, err := s.DB.Query(ctx, in)
 	if err != nil {

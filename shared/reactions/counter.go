@@ -13,6 +13,7 @@ import (
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/freshness"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -30,14 +31,6 @@ type Sync interface {
 	ComputeTop(ctx context.Context, kind Kind, w Window, limit int, now time.Time) (Top, error)
 }
 
-// RebuildCursors remembers how far a rebuild of Redis got, so a long
-// rebuild spreads over several invocations.
-type RebuildCursors interface {
-	Load(ctx context.Context) (Position, bool, error)
-	Save(ctx context.Context, p Position) error
-	Reset(ctx context.Context) error
-}
-
 // CounterProcessor turns the Reactions stream into counts and trending
 // windows. Each batch is coalesced to one delta per target and applied to
 // DynamoDB exactly once (see Counts.Apply); the resulting absolute values
@@ -45,11 +38,14 @@ type RebuildCursors interface {
 // written, the affected keys are recorded as dirty and the cache generation
 // bumped, so readers fall back to DynamoDB until a later batch repairs them.
 type CounterProcessor struct {
-	Decode   streams.Decoder[Change]
-	Counts   Counts
-	Mirror   Sync
-	Gen      cachegen.Generations
-	Rebuild  RebuildCursors
+	Decode streams.Decoder[Change]
+	Counts Counts
+	Mirror Sync
+	Gen    cachegen.Generations
+	// Rebuilds and Progress rebuild Redis after it lost its data, across
+	// invocations when it takes more than one (as a rebuild job does).
+	Rebuilds *Jobs
+	Progress jobs.Positions
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Metrics  *obs.Metrics
@@ -167,36 +163,15 @@ type cacheRepair struct {
 }
 
 // Rebuild mirrors every target's tallies from a scan of the durable
-// counts, a page at a time, saving its position so a rebuild longer than
-// one invocation resumes.
+// counts, as a rebuild job does, resuming where the last invocation left
+// it.
 func (r cacheRepair) Rebuild(ctx context.Context) (bool, error) {
-	p := r.p
-	pos, started, err := p.Rebuild.Load(ctx)
-	if err != nil {
-		return false, err
+	r.p.Log.InfoContext(ctx, "rebuilding reactions in redis")
+	done, err := jobs.Continue(ctx, r.p.Progress, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, r.p.Rebuilds.rebuild)
+	if done {
+		r.p.Log.InfoContext(ctx, "reactions rebuilt in redis")
 	}
-	if !started {
-		pos = nil
-	}
-	p.Log.InfoContext(ctx, "rebuilding reactions in redis from dynamodb", "resuming", started)
-	for ctx.Err() == nil {
-		tallies, next, err := p.Counts.ScanTallies(ctx, pos, r.now)
-		if err != nil {
-			return false, err
-		}
-		if err := p.Mirror.Apply(ctx, tallies, nil); err != nil {
-			return false, err
-		}
-		if next == nil {
-			p.Log.InfoContext(ctx, "reactions rebuilt in redis")
-			return true, p.Rebuild.Reset(ctx)
-		}
-		pos = next
-		if err := p.Rebuild.Save(ctx, pos); err != nil {
-			return false, err
-		}
-	}
-	return false, nil
+	return done, err
 }
 
 // Refresh re-mirrors the tallies of dirty targets and drops the cached

@@ -88,6 +88,9 @@ const (
 	AttrUserHash = "user_hash"
 	AttrPending  = "pending"
 	AttrAskedAt  = "requested_at"
+	// ErasurePending is the value of pending while an erasure is pending:
+	// by_pending's one partition.
+	ErasurePending = "PENDING"
 	// AttrPlayerKey is the player id copied onto each Scores score item
 	// (never the period's meta item), keying the sparse by_player index.
 	AttrPlayerKey = "player_key"

@@ -13,8 +13,11 @@ import (
 // JobCache is what the jobs read of the Redis streak boards.
 type JobCache interface {
 	Rebuild(ctx context.Context, now time.Time, live func(fn func([]State) error) error) error
-	// Stored returns the streaks a board holds for users and its size.
-	Stored(ctx context.Context, region string, users []string, now time.Time) (map[string]int64, int64, error)
+	// Sweep takes off the boards the streaks that broke by now.
+	Sweep(ctx context.Context, now time.Time) (int, error)
+	// Stored returns the streaks a board holds for users; Size its size.
+	Stored(ctx context.Context, region string, users []string) (map[string]int64, error)
+	Size(ctx context.Context, region string) (int64, error)
 }
 
 // JobStore is what the jobs read and recompute of Streaks.
@@ -47,22 +50,34 @@ func (j *Jobs) Tasks() jobs.Tasks {
 // rebuild reloads every streak board in one go: the live streaks are few
 // next to the players (a streak breaks after a day or two idle).
 func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
-	now := j.Clock.Now()
-	err := j.Cache.Rebuild(ctx, now, func(fn func([]State) error) error {
+	err := j.reload(ctx, j.Clock.Now(), func(n int) {
+		w.Progress.Done += int64(n)
+		w.Findings.Checked += int64(n)
+	})
+	return "", err == nil, err
+}
+
+// reload rebuilds the boards from the streaks live at now, telling loaded
+// how many each page held.
+func (j *Jobs) reload(ctx context.Context, now time.Time, loaded func(n int)) error {
+	return j.Cache.Rebuild(ctx, now, func(fn func([]State) error) error {
 		return j.Store.Live(ctx, now, func(page []State) error {
-			w.Progress.Done += int64(len(page))
-			w.Findings.Checked += int64(len(page))
+			loaded(len(page))
 			return fn(page)
 		})
 	})
-	return "", err == nil, err
 }
 
 // reconcile compares every live streak with the global board and its
 // region's, and each board's size with the live streaks; when anything
 // drifted, it rebuilds the boards.
-func (j *Jobs) reconcile(ctx context.Context, spec jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
+func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
 	now := j.Clock.Now()
+	// Broken streaks leave the boards on a sweep; a reconcile compares
+	// what a read would see.
+	if _, err := j.Cache.Sweep(ctx, now); err != nil {
+		return "", false, err
+	}
 	live := map[string]int64{}
 	drifted := int64(0)
 	err := j.Store.Live(ctx, now, func(page []State) error {
@@ -77,7 +92,7 @@ func (j *Jobs) reconcile(ctx context.Context, spec jobs.Spec, _ string, w *jobs.
 			for i, st := range states {
 				users[i] = st.UserID
 			}
-			held, _, err := j.Cache.Stored(ctx, region, users, now)
+			held, err := j.Cache.Stored(ctx, region, users)
 			if err != nil {
 				return err
 			}
@@ -102,7 +117,7 @@ func (j *Jobs) reconcile(ctx context.Context, spec jobs.Spec, _ string, w *jobs.
 	}
 	slices.Sort(regions)
 	for _, region := range regions {
-		_, total, err := j.Cache.Stored(ctx, region, nil, now)
+		total, err := j.Cache.Size(ctx, region)
 		if err != nil {
 			return "", false, err
 		}
@@ -114,7 +129,7 @@ func (j *Jobs) reconcile(ctx context.Context, spec jobs.Spec, _ string, w *jobs.
 	if drifted == 0 {
 		return "", true, nil
 	}
-	if _, _, err := j.rebuild(ctx, spec, "", &jobs.Work{Findings: &jobs.Findings{}}); err != nil {
+	if err := j.reload(ctx, now, func(int) {}); err != nil {
 		return "", false, err
 	}
 	w.Findings.Repaired += drifted

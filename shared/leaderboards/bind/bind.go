@@ -28,7 +28,7 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
 	h := &leaderboards.API{Service: svc}
 	p := &leaderboards.Processor{
-		Decode: dynamo.ScoreFromRecord, Defs: defs, Scores: scores, Sync: m, Gen: gen,
+		Decode: dynamo.ScoreFromRecord, Defs: defs, Sync: m, Gen: gen,
 		Rebuilds: &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: m, Clock: d.Clock},
 		Progress: cachegen.Progress{Redis: d.Redis, Scope: mirror.Scope},
 		Clock:    d.Clock, Log: d.Log, Metrics: d.Metrics,

@@ -63,18 +63,18 @@ func (r *rebuilding) Commit(ctx context.Context) error { return r.l.Commit(ctx) 
 func (r *rebuilding) Abort(ctx context.Context) error { return r.l.Abort(ctx) }
 
 // Stored returns what Redis holds for the given players of a board
-// period, and the board's size, trusted or not (a reconcile checks it).
-func (m *Mirror) Stored(ctx context.Context, d leaderboards.Definition, period string, players []string) ([]leaderboards.Entry, int64, error) {
-	b := Board(d, period)
-	es, err := m.Rank.Among(ctx, b, players)
+// period, trusted or not (a reconcile checks it).
+func (m *Mirror) Stored(ctx context.Context, d leaderboards.Definition, period string, players []string) ([]leaderboards.Entry, error) {
+	es, err := m.Rank.Among(ctx, Board(d, period), players)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	total, err := m.Rank.Total(ctx, b)
-	if err != nil {
-		return nil, 0, err
-	}
-	return entries(es), total, nil
+	return entries(es), nil
+}
+
+// Size is how many players Redis holds on a board period, trusted or not.
+func (m *Mirror) Size(ctx context.Context, d leaderboards.Definition, period string) (int64, error) {
+	return m.Rank.Total(ctx, Board(d, period))
 }
 
 // Superseded tells whether a rebuild failed because another one (or an

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/cachegen"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/jobs"
@@ -47,7 +48,8 @@ func bindReactions(d *app.Deps) app.Handlers {
 		Counts:        counts,
 		Mirror:        m,
 		Gen:           gen,
-		Rebuild:       mirror.RebuildCursor{Redis: d.Redis},
+		Rebuilds:      rebuilds(d, m),
+		Progress:      cachegen.Progress{Redis: d.Redis, Scope: mirror.Scope},
 		Clock:         d.Clock,
 		Log:           d.Log,
 		Metrics:       d.Metrics,
@@ -106,9 +108,9 @@ func Eraser(d *app.Deps, awaits reactions.ErasureAwaits) *reactions.Eraser {
 
 // Jobs are the reactions' rebuild, reconcile and recompute tasks.
 func Jobs(d *app.Deps) jobs.Tasks {
-	j := &reactions.Jobs{
-		Edges: Edges(d), Counts: Counts(d), Mirror: mirror.New(d.Redis, d.Generations(mirror.Scope)),
-		Clock: d.Clock, Settle: d.Config.ReconcileSettle,
-	}
-	return j.Tasks()
+	return rebuilds(d, mirror.New(d.Redis, d.Generations(mirror.Scope))).Tasks()
+}
+
+func rebuilds(d *app.Deps, m *mirror.Mirror) *reactions.Jobs {
+	return &reactions.Jobs{Edges: Edges(d), Counts: Counts(d), Mirror: m, Clock: d.Clock, Settle: d.Config.ReconcileSettle}
 }

@@ -47,7 +47,8 @@ func newRig(t *testing.T) *rig {
 	return &rig{
 		p: &reactions.CounterProcessor{
 			Decode: dynamo.ChangeFromRecord, Counts: counts, Mirror: mirror.New(rdb, gen), Gen: gen,
-			Rebuild: mirror.RebuildCursor{Redis: rdb}, Clock: clock.System{},
+			Rebuilds: &reactions.Jobs{Counts: counts, Mirror: mirror.New(rdb, gen), Clock: clock.System{}},
+			Progress: cachegen.Progress{Redis: rdb, Scope: mirror.Scope}, Clock: clock.System{},
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: obs.NewMetrics(io.Discard, "counter"),
 		},
 		counts: counts, rdb: rdb,

@@ -3,32 +3,27 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/rallyhq/rally/shared/streaks"
 )
 
 var _ streaks.JobCache = (*Mirror)(nil)
 
-// Stored returns the streaks the boards hold for users (the global one,
-// or a region's), and the board's size, trusted or not (a reconcile
-// checks it). Streaks that broke by now are swept off first.
-func (m *Mirror) Stored(ctx context.Context, region string, users []string, now time.Time) (map[string]int64, int64, error) {
-	if _, err := m.Sweep(ctx, now); err != nil {
-		return nil, 0, err
-	}
-	b := Board(region)
-	es, err := m.Rank.Among(ctx, b, users)
+// Stored returns the streaks a board (the global one, or a region's)
+// holds for users, trusted or not (a reconcile checks it).
+func (m *Mirror) Stored(ctx context.Context, region string, users []string) (map[string]int64, error) {
+	es, err := m.Rank.Among(ctx, Board(region), users)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read streak board %q: %w", region, err)
+		return nil, fmt.Errorf("read streak board %q: %w", region, err)
 	}
 	out := make(map[string]int64, len(es))
 	for _, e := range es {
 		out[e.ID] = e.Score
 	}
-	total, err := m.Rank.Total(ctx, b)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read streak board %q: %w", region, err)
-	}
-	return out, total, nil
+	return out, nil
+}
+
+// Size is how many streaks a board holds, trusted or not.
+func (m *Mirror) Size(ctx context.Context, region string) (int64, error) {
+	return m.Rank.Total(ctx, Board(region))
 }
