@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rallyhq/rally/shared/accounts"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/cache"
 	"github.com/rallyhq/rally/shared/cachegen"
@@ -51,6 +52,11 @@ type Deps struct {
 	Cursors api.Cursors
 	// AWS is the SDK configuration the clients were built from.
 	AWS aws.Config
+
+	// limiter and accounts keep in-process state across invocations (the
+	// fallback limits, the first-seen cache), so they are built once.
+	limiter  *ratelimit.Limiter
+	accounts *accounts.Store
 }
 
 // Options adjusts New for the local stack and tests.
@@ -122,6 +128,8 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if d.Cursors.Key, err = cursorKey(ctx, cfg, awsCfg); err != nil {
 		return nil, err
 	}
+	d.limiter = ratelimit.New(d.Redis)
+	d.accounts = &accounts.Store{DB: d.DB, Table: d.Table(schema.Accounts), Redis: d.Redis, Clock: d.Clock}
 	return d, nil
 }
 
@@ -197,7 +205,8 @@ func (d *Deps) Lambda() *lambda.Client {
 	})
 }
 
-// Limiter counts requests against rate limits in Redis.
-func (d *Deps) Limiter() *ratelimit.Limiter {
-	return &ratelimit.Limiter{Redis: d.Redis, Clock: d.Clock}
-}
+// Limiter checks request budgets (in Redis, in process while Redis fails).
+func (d *Deps) Limiter() *ratelimit.Limiter { return d.limiter }
+
+// Accounts is the store of first-seen times (the young-account controls).
+func (d *Deps) Accounts() *accounts.Store { return d.accounts }

@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,8 +41,14 @@ type Config struct {
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
-	// Limits are the per-minute request budgets of write routes.
-	Limits Limits
+	// Budgets override the per-minute budgets declared with the routes
+	// (routes.Budget), by budget name; 0 turns a budget off.
+	// RALLY_BUDGETS="favorite=30,read=600".
+	Budgets map[string]int
+	// YoungAccountAge is how long after Rally first sees a player the
+	// account counts as young: half budgets, and its reactions stay out
+	// of trending. 0 turns the young-account controls off.
+	YoungAccountAge time.Duration
 	// CacheCheckEvery is how long a handler trusts its last check of the
 	// cache generation before checking again.
 	CacheCheckEvery time.Duration
@@ -70,14 +77,35 @@ type Config struct {
 	LambdaEndpoint string
 }
 
-// Limits are per-minute request budgets; 0 disables a budget.
-type Limits struct {
-	// FavoritesPerPlayer bounds favorite/unfavorite calls per player.
-	FavoritesPerPlayer int64
-	// LikesPerPlayer bounds like/unlike/toggle calls per player.
-	LikesPerPlayer int64
-	// WritesPerIP bounds write calls per source IP.
-	WritesPerIP int64
+// Budget is b's per-minute budget: b's own unless overridden.
+func (c Config) Budget(b routes.Budget) int {
+	if n, ok := c.Budgets[b.Name]; ok {
+		return n
+	}
+	return b.PerMinute
+}
+
+// budgets parses "name=n,name=n" for budgets declared in routes.
+func budgets(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		name, value, _ := strings.Cut(part, "=")
+		n, err := strconv.Atoi(value)
+		known := slices.ContainsFunc(routes.AllBudgets(), func(b routes.Budget) bool { return b.Name == name })
+		if err != nil || n < 0 || !known {
+			return nil, fmt.Errorf("config: RALLY_BUDGETS entry %q is not <budget>=<requests a minute> with a budget of %s", part, budgetNames())
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+func budgetNames() string {
+	var names []string
+	for _, b := range routes.AllBudgets() {
+		names = append(names, b.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -124,13 +152,10 @@ func FromEnv() (Config, error) {
 	if c.ReconcileSettle, err = durationEnv("RALLY_RECONCILE_SETTLE", 5*time.Minute); err != nil {
 		return c, err
 	}
-	if c.Limits.FavoritesPerPlayer, err = intEnv("RALLY_LIMIT_FAVORITES_PER_MINUTE", 30); err != nil {
+	if c.Budgets, err = budgets(os.Getenv("RALLY_BUDGETS")); err != nil {
 		return c, err
 	}
-	if c.Limits.LikesPerPlayer, err = intEnv("RALLY_LIMIT_LIKES_PER_MINUTE", 60); err != nil {
-		return c, err
-	}
-	if c.Limits.WritesPerIP, err = intEnv("RALLY_LIMIT_WRITES_PER_IP_PER_MINUTE", 1200); err != nil {
+	if c.YoungAccountAge, err = durationEnv("RALLY_YOUNG_ACCOUNT_AGE", 24*time.Hour); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -33,7 +33,7 @@ const (
 func BenchmarkEraseHeavyUser(b *testing.B) {
 	s := testenv.Stack(b, stack.Options{StateDir: b.TempDir(), Configure: func(c *config.Config) {
 		// One player seeds hundreds of reactions a minute here.
-		c.Limits.FavoritesPerPlayer, c.Limits.LikesPerPlayer, c.Limits.WritesPerIP = 1e6, 1e6, 1e6
+		c.Budgets = map[string]int{"favorite": 1e6, "like": 1e6, "ip": 1e6}
 	}})
 	c := apitest.New(b, s)
 	start := time.Date(time.Now().Year()+1, 2, 1, 9, 0, 0, 0, time.UTC)

@@ -42,7 +42,7 @@ func startStackLogging(t *testing.T, redisURL string, log io.Writer) (*stack.Sta
 		RedisURL: redisURL,
 		Log:      log,
 		Configure: func(c *config.Config) {
-			c.Limits = config.Limits{FavoritesPerPlayer: 1000, LikesPerPlayer: 1000, WritesPerIP: 1_000_000}
+			c.Budgets = map[string]int{"favorite": 1000, "like": 1000, "ip": 1_000_000}
 			c.SnapshotEvery = 50 * time.Millisecond
 		},
 	})

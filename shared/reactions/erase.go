@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
-	"github.com/rallyhq/rally/shared/ratelimit"
 )
 
 // Eraser erases a user's favorites and likes (a part of shared/privacy's
@@ -36,9 +35,6 @@ type Eraser struct {
 		Drop(ctx context.Context, keys ...string) error
 	}
 	Awaits ErasureAwaits
-	// Limits and Budgets: the user's reaction rate-limit counters go too.
-	Limits  *ratelimit.Limiter
-	Budgets []ratelimit.Rule
 	// Wait bounds how long one run waits for the counter processor
 	// (default 10s); past it the erasure resumes on the next run.
 	Wait time.Duration
@@ -95,9 +91,6 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 	}
 	if err := e.Gen.Drop(ctx, dirtyUser+user); err != nil {
 		return false, err
-	}
-	if err := e.Limits.Forget(ctx, user, e.Budgets...); err != nil {
-		return false, fmt.Errorf("forget reaction rate limits: %w", err)
 	}
 	return true, nil
 }

@@ -94,7 +94,7 @@ func writeTarget(r *api.Request, kind Kind, param string) (Caller, Target, error
 	if err := r.NoBody(); err != nil {
 		return Caller{}, Target{}, err
 	}
-	return Caller{Player: player, IP: r.Event.RequestContext.HTTP.SourceIP}, Target{Kind: kind, ID: id}, nil
+	return Caller{Player: player}, Target{Kind: kind, ID: id}, nil
 }
 
 func favoriteResponse(e Edge, changed bool) api.Response {

@@ -9,7 +9,6 @@ import (
 	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/games"
 	"github.com/rallyhq/rally/shared/obs"
-	"github.com/rallyhq/rally/shared/ratelimit"
 )
 
 // Service applies the reaction rules over the stores.
@@ -18,12 +17,8 @@ type Service struct {
 	Counts Counts
 	Games  Games
 	Mirror Mirror
-	Limits *ratelimit.Limiter
-	// Budgets are the per-kind write budgets per player, and the per-IP one.
-	Budgets map[Kind]ratelimit.Rule
-	IPRule  ratelimit.Rule
-	Clock   clock.Clock
-	Log     *slog.Logger
+	Clock  clock.Clock
+	Log    *slog.Logger
 	// Metrics counts the reads the cache served and those it did not.
 	Metrics *obs.Metrics
 	// Freshness says how fresh counts and trending are: as of the newest
@@ -31,25 +26,13 @@ type Service struct {
 	Freshness freshness.Reads
 }
 
-// Caller is who writes, for rate limiting.
+// Caller is who writes.
 type Caller struct {
 	Player string
-	IP     string
-}
-
-func (s *Service) allow(ctx context.Context, c Caller, kind Kind) error {
-	checks := []ratelimit.Check{{Rule: s.Budgets[kind], Subject: c.Player}}
-	if c.IP != "" {
-		checks = append(checks, ratelimit.Check{Rule: s.IPRule, Subject: c.IP})
-	}
-	return s.Limits.Allow(ctx, checks...)
 }
 
 // React makes c.Player's edge to the target active.
 func (s *Service) React(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
-	if err := s.allow(ctx, c, t.Kind); err != nil {
-		return Edge{}, false, err
-	}
 	e, changed, err := s.Edges.Add(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
 	if err != nil {
 		return Edge{}, false, err
@@ -60,9 +43,6 @@ func (s *Service) React(ctx context.Context, c Caller, t Target) (Edge, bool, er
 
 // Unreact removes c.Player's edge to the target.
 func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
-	if err := s.allow(ctx, c, t.Kind); err != nil {
-		return Edge{}, false, err
-	}
 	e, changed, err := s.Edges.Remove(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
 	if err != nil {
 		return Edge{}, false, err
@@ -74,9 +54,6 @@ func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, 
 // Toggle flips c.Player's edge to the target; commit, when given, stores
 // the response for the request's Idempotency-Key in the same transaction.
 func (s *Service) Toggle(ctx context.Context, c Caller, t Target, commit *Commit) (Edge, error) {
-	if err := s.allow(ctx, c, t.Kind); err != nil {
-		return Edge{}, err
-	}
 	e, err := s.Edges.Toggle(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now(), commit)
 	if err != nil {
 		return Edge{}, err

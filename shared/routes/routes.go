@@ -80,6 +80,10 @@ type Route struct {
 	Auth     Auth
 	Summary  string
 	Uses     Uses
+	// Budget is what a caller may spend on the route a minute: per player
+	// on player routes (with IPBudget per source IP beside it), per
+	// calling role on service routes (ServiceBudget).
+	Budget Budget
 }
 
 // Key is the API Gateway route key, e.g. "POST /v1/favorites/{game_id}".
@@ -135,57 +139,57 @@ var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
 // Favorites and likes.
 var (
 	FavoriteGame = Route{
-		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Feature: Reactions, Auth: Player,
+		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Feature: Reactions, Auth: Player, Budget: FavoriteBudget,
 		Summary: "Favorite a game",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	UnfavoriteGame = Route{
-		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player,
+		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player, Budget: FavoriteBudget,
 		Summary: "Remove a game from the caller's favorites",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	ListFavorites = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "A user's favorite games, newest first",
 		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Games}, Secrets: true},
 	}
 	FavoriteStatus = Route{
-		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Feature: Reactions, Auth: Player,
+		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "Whether a user has favorited each of up to 100 games",
 		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Counters}, Redis: true},
 	}
 	CountFavorites = Route{
-		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Feature: Reactions, Auth: Player,
+		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "How many players favorite a game",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
 	}
 	TopGames = Route{
-		Method: "GET", Path: "/v1/games/top", Function: "top-games", Feature: Reactions, Auth: Player,
+		Method: "GET", Path: "/v1/games/top", Function: "top-games", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "Trending games by net favorites in a window",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters, schema.Games}, Redis: true},
 	}
 	PutGame = Route{
-		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service,
+		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Budget: ServiceBudget,
 		Summary: "Set a game's metadata",
 		Uses:    Uses{Writes: []schema.Table{schema.Games}},
 	}
 	LikePost = Route{
-		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player,
+		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Like a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	UnlikePost = Route{
-		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player,
+		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Remove the caller's like of a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	ToggleLike = Route{
-		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player,
+		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Flip the caller's like of a post",
 		Uses:    Uses{Writes: reactionTables, Redis: true},
 	}
 	CountLikes = Route{
-		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Feature: Reactions, Auth: Player,
+		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "How many players like a post",
 		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
 	}
@@ -199,17 +203,17 @@ var (
 // Leaderboards.
 var (
 	PutLeaderboard = Route{
-		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service,
+		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Define or update a leaderboard",
 		Uses:    Uses{Writes: []schema.Table{schema.Leaderboards}},
 	}
 	GetLeaderboard = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A leaderboard's definition, current period and size",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	SubmitScore = Route{
-		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service,
+		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
 			Reads:  []schema.Table{schema.Leaderboards, schema.Counters},
@@ -218,27 +222,27 @@ var (
 		},
 	}
 	LeaderboardTop = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "The best N players of a period",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	PlayerRank = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank, percentile and neighbours",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	FriendsRank = Route{
-		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player,
+		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank among their friends",
 		Uses:    Uses{Reads: boardReads, Redis: true},
 	}
 	PutFriends = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service,
+		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Budget: ServiceBudget,
 		Summary: "Replace a player's friend list",
 		Uses:    Uses{Writes: playerData},
 	}
 	PutProfile = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service,
+		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Budget: ServiceBudget,
 		Summary: "Set a player's display name, avatar and region",
 		Uses:    Uses{Writes: playerData},
 	}
@@ -247,7 +251,7 @@ var (
 // Streaks and points.
 var (
 	RecordActivity = Route{
-		Method: "POST", Path: "/v1/activity", Function: "record-activity", Feature: Streaks, Auth: Player,
+		Method: "POST", Path: "/v1/activity", Function: "record-activity", Feature: Streaks, Auth: Player, Budget: ActivityBudget,
 		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
 		Uses: Uses{
 			Reads:  []schema.Table{schema.Players},
@@ -256,17 +260,17 @@ var (
 		},
 	}
 	GetStreak = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's streak as they see it today, and their points balance",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks}, Writes: []schema.Table{schema.Counters}, Redis: true},
 	}
 	PointsHistory = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "The caller's points per day, newest first",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Activity}},
 	}
 	StreaksTop = Route{
-		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Feature: Streaks, Auth: Player,
+		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "The longest live streaks, globally or in a region",
 		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
 	}
@@ -298,22 +302,22 @@ var StreakProcessor = Processor{
 // services (IAM).
 var (
 	EraseUser = Route{
-		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player,
+		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player, Budget: ErasureBudget,
 		Summary: "Erase the caller and everything Rally holds about them",
 		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
 	}
 	EraseUserByService = Route{
-		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service,
+		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Erase a user and everything Rally holds about them",
 		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
 	}
 	ErasureStatus = Route{
-		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Player,
+		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Player, Budget: ReadBudget,
 		Summary: "Whether the caller's erasure is still pending or complete",
 		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
 	}
 	ErasureStatusByService = Route{
-		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service,
+		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Whether a user's erasure is still pending or complete",
 		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
 	}
@@ -445,12 +449,12 @@ func Processors() []Processor {
 // Operations: what an operating team calls, with service credentials.
 var (
 	ListDeadLetters = Route{
-		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service,
+		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "The batches stream processors parked, archived with their records",
 		Uses:    Uses{Reads: []schema.Table{schema.DeadLetters}},
 	}
 	RedriveDeadLetters = Route{
-		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service,
+		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Replay parked batches through their processors; remove what applied",
 		Uses:    Uses{Writes: []schema.Table{schema.DeadLetters}, Processors: true, Invokes: true},
 	}
@@ -459,7 +463,7 @@ var (
 // Jobs and health.
 var (
 	OpsHealth = Route{
-		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service,
+		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Whether Redis and DynamoDB answer, how far behind each processor is, parked batches, running jobs, pending erasures and the last reconcile",
 		Uses: Uses{
 			Reads: []schema.Table{schema.Counters, schema.DeadLetters, schema.Jobs, schema.Erasures},
@@ -467,12 +471,12 @@ var (
 		},
 	}
 	StartJob = Route{
-		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service,
+		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Start a rebuild, reconcile or recompute job",
 		Uses:    Uses{Reads: []schema.Table{schema.Leaderboards}, Writes: []schema.Table{schema.Jobs}},
 	}
 	GetJob = Route{
-		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service,
+		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "A job's state, progress and findings",
 		Uses:    Uses{Reads: []schema.Table{schema.Jobs}},
 	}

@@ -459,9 +459,21 @@ var Jobs = Table{
 	Purpose:      "operations jobs (rebuild, reconcile, recompute) with their progress, findings, checkpoint and lease",
 }
 
+// Accounts records when Rally first saw each player (AttrFirstSeen): an
+// account younger than a threshold gets half the budgets and its reactions
+// stay out of trending (shared/accounts). Erasure deletes the item.
+var Accounts = Table{
+	Name:         "Accounts",
+	PartitionKey: Key{AttrPlayerID, String},
+	Purpose:      "when Rally first saw each player, for the young-account fraud controls",
+}
+
+// AttrFirstSeen is when Rally first saw a player (an Accounts attribute).
+const AttrFirstSeen = "first_seen"
+
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters, Jobs}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -29,6 +29,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/tables"
 	"github.com/rallyhq/rally/infra/local/testenv/ci"
+	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -171,6 +172,15 @@ func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 	}
 	if opts.Log == nil {
 		opts.Log = FailureLog(t)
+	}
+	// Young-account controls are off unless a test turns them on: a test's
+	// players are all minutes old. Budgets are the declared ones.
+	configure := opts.Configure
+	opts.Configure = func(c *config.Config) {
+		c.YoungAccountAge = 0
+		if configure != nil {
+			configure(c)
+		}
 	}
 	if opts.RetryBase == 0 {
 		opts.RetryBase, opts.RetryMax = 5*time.Millisecond, 50*time.Millisecond

@@ -6,6 +6,7 @@ package all
 import (
 	"maps"
 
+	"github.com/rallyhq/rally/shared/accounts"
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
@@ -17,6 +18,7 @@ import (
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
 	"github.com/rallyhq/rally/shared/privacy"
 	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
+	"github.com/rallyhq/rally/shared/ratelimit"
 	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -52,6 +54,8 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			leaderboardsbind.Eraser(d),
 			streaksbind.Eraser(d),
 			&idempotency.Eraser{Store: d.Idempotency()},
+			&ratelimit.Eraser{Limiter: d.Limiter(), Budgets: playerBudgets()},
+			&accounts.Eraser{Store: d.Accounts()},
 			playersbind.Eraser(d),
 		},
 		Clock:   d.Clock,
@@ -76,4 +80,13 @@ func JobRunner(d *app.Deps) *jobs.Runner {
 		Store: opsbind.Jobs(d), Tasks: tasks, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Owner: jobs.NewID(), ReconcileEvery: d.Config.ReconcileEvery,
 	}
+}
+
+// playerBudgets names the budgets counted per player.
+func playerBudgets() []string {
+	var names []string
+	for _, b := range routes.PlayerBudgets() {
+		names = append(names, b.Name)
+	}
+	return names
 }

@@ -4,15 +4,12 @@
 package bind
 
 import (
-	"time"
-
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/cachegen"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/jobs"
-	"github.com/rallyhq/rally/shared/ratelimit"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/reactions/mirror"
@@ -28,15 +25,11 @@ func bindReactions(d *app.Deps) app.Handlers {
 	gen := d.Generations(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
 	counts := Counts(d)
-	budgets := Budgets(d)
 	svc := &reactions.Service{
 		Edges:     Edges(d),
 		Counts:    counts,
 		Games:     gamesbind.Store(d),
 		Mirror:    m,
-		Limits:    d.Limiter(),
-		Budgets:   map[reactions.Kind]ratelimit.Rule{reactions.Favorite: budgets[0], reactions.Like: budgets[1]},
-		IPRule:    perMinute("reaction-ip", d.Config.Limits.WritesPerIP),
 		Clock:     d.Clock,
 		Log:       d.Log,
 		Metrics:   d.Metrics,
@@ -84,25 +77,13 @@ func Counts(d *app.Deps) *dynamo.Counts {
 	return &dynamo.Counts{DB: d.DB, Table: d.Table(schema.Counters)}
 }
 
-// Budgets are the per-player write budgets of favorites and of likes.
-func Budgets(d *app.Deps) []ratelimit.Rule {
-	return []ratelimit.Rule{
-		perMinute("favorite", d.Config.Limits.FavoritesPerPlayer),
-		perMinute("like", d.Config.Limits.LikesPerPlayer),
-	}
-}
-
-func perMinute(name string, n int64) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Limit: n, Window: time.Minute}
-}
-
 // Eraser erases a user's reactions; awaits keeps the versions it waits for
 // (the erasure job's, shared/privacy).
 func Eraser(d *app.Deps, awaits reactions.ErasureAwaits) *reactions.Eraser {
 	gen := d.Generations(mirror.Scope)
 	return &reactions.Eraser{
 		Edges: Edges(d), Counts: Counts(d), Cache: mirror.New(d.Redis, gen), Gen: gen,
-		Awaits: awaits, Limits: d.Limiter(), Budgets: Budgets(d),
+		Awaits: awaits,
 	}
 }
 

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/shared/accounts"
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+// MetricRateLimited counts the requests a function refused with 429, by
+// budget.
+const MetricRateLimited = "RateLimited"
+
+// gate spends a request's budgets (routes.Route.Budgets) before next runs:
+// over budget, it answers 429 with Retry-After; either way the answer
+// carries the RateLimit headers of the most constrained budget. On player
+// routes it also looks up the caller's account age, which halves the
+// player's budget for a young account and rides in the context for the
+// fraud controls (accounts.Young).
+func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		var checks []ratelimit.Check
+		caller, _ := (&api.Request{Event: ev}).Caller()
+		for _, b := range r.Budgets() {
+			c := ratelimit.Check{Name: b.Name, PerMinute: d.Config.Budget(b)}
+			switch {
+			case b == routes.IPBudget:
+				c.Subject = ev.RequestContext.HTTP.SourceIP
+			case r.Auth == routes.Service:
+				c.Subject = Role(caller.Service)
+			case caller.Player != "" && api.ValidID(caller.Player):
+				c.Subject = caller.Player
+				age := d.Accounts().Of(ctx, caller.Player, d.Config.YoungAccountAge)
+				ctx = accounts.With(ctx, age)
+				if age.Young {
+					c.PerMinute = max(1, c.PerMinute/2)
+				}
+			}
+			checks = append(checks, c)
+		}
+		decision := d.limiter.Allow(ctx, checks...)
+		if !decision.Allowed {
+			d.Metrics.Count(MetricRateLimited, 1, map[string]string{"Budget": decision.Budget})
+			out := api.Encode(api.ProblemFor(decision.Err()))
+			rateHeaders(out.Headers, decision)
+			return out, nil
+		}
+		out, err := next(ctx, ev)
+		if out.Headers == nil {
+			out.Headers = map[string]string{}
+		}
+		rateHeaders(out.Headers, decision)
+		return out, err
+	}
+}
+
+// rateHeaders sets the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset headers (seconds until the budget is whole again).
+func rateHeaders(h map[string]string, d ratelimit.Decision) {
+	if d.Limit <= 0 {
+		return
+	}
+	h["RateLimit-Limit"] = strconv.Itoa(d.Limit)
+	h["RateLimit-Remaining"] = strconv.Itoa(d.Remaining)
+	h["RateLimit-Reset"] = strconv.Itoa(int((d.Reset + time.Second - 1) / time.Second))
+}
+
+// Role is the budget subject of a service caller: an assumed role's
+// sessions (arn:aws:sts::123:assumed-role/Name/session) share the role's
+// budget; any other identity is its own.
+func Role(arn string) string {
+	const marker = ":assumed-role/"
+	i := strings.Index(arn, marker)
+	if i < 0 {
+		return arn
+	}
+	rest := arn[i+len(marker):]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		return arn[:i+len(marker)+j]
+	}
+	return arn
+}
