@@ -210,7 +210,7 @@ func check(t *testing.T, c *apitest.Client, models []*model, friends map[string]
 		for p, fs := range friends {
 			among := standings(m.b, m.scores, append([]string{p}, fs...))
 			self, win, ok := window(among, p, 2)
-			r := c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/players/"+p+"/friends-rank?k=2", nil)
+			r := c.Player(p, "GET", "/v1/leaderboards/"+m.b.ID+"/players/"+p+"/friends-rank?k=2", nil)
 			if !ok {
 				r.Expect(t, 404)
 				continue

@@ -390,9 +390,12 @@ func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, err
 	}), nil
 }
 
-// FriendsRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank.
+// FriendsRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank:
+// a player's own rank among their friends. A player's friends are theirs to
+// see, so anyone else is refused.
 func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, error) {
-	if _, err := r.Player(); err != nil {
+	caller, err := r.Player()
+	if err != nil {
 		return api.Response{}, err
 	}
 	var f errs.Fields
@@ -400,6 +403,9 @@ func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, er
 	player := playerArg(r, &f)
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
+	}
+	if player != caller {
+		return api.Response{}, errs.New(errs.Forbidden, "players read their own rank among friends only")
 	}
 	st, err := a.Service.FriendsRank(ctx, id, period, player, k)
 	if err != nil {

@@ -237,7 +237,8 @@ func TestLeaderboardBadInputWritesNothing(t *testing.T) {
 		"profile with a bad avatar":     {apitest.Call{Method: "PUT", Path: "/v1/players/p/profile", Body: `{"display_name":"P","avatar_url":"ftp://x"}`, Service: true}, 400},
 		"player on a service route":     {apitest.Call{Method: "PUT", Path: "/v1/players/p/profile", Body: `{"display_name":"P"}`, As: "p"}, 403},
 		"unranked player":               {read("/v1/leaderboards/ok/players/nobody/rank"), 404},
-		"unranked player among friends": {read("/v1/leaderboards/ok/players/nobody/friends-rank"), 404},
+		"unranked player among friends": {apitest.Call{Method: "GET", Path: "/v1/leaderboards/ok/players/nobody/friends-rank", As: "nobody"}, 404},
+		"another player's friends rank": {read("/v1/leaderboards/ok/players/p/friends-rank"), 403},
 	} {
 		t.Run(name, func(t *testing.T) {
 			call := tc.call
@@ -271,4 +272,36 @@ func itemCounts(t *testing.T, s *stack.Stack) map[string]int {
 		out[table.Name] = len(page.Items)
 	}
 	return out
+}
+
+// A player's rank among friends is theirs: it lists who their friends are.
+// Anyone else asking gets 403 and learns nothing of them, while the board
+// entries themselves (rank, neighbours) stay public.
+func TestFriendsRankIsThePlayersOwn(t *testing.T) {
+	_, c := startStack(t, "")
+	define(t, c, board{ID: "cup", Title: "Cup", Policy: "best", Order: "desc", Reset: "none", TieBreak: "earliest", MaxN: 10, Timezone: "UTC"})
+	for i, p := range []string{"ann", "bob", "cat", "mallory"} {
+		submit(t, c, "cup", p, "m1", int64(10*(i+1)))
+	}
+	c.Service("PUT", "/v1/players/ann/friends", map[string]any{"friend_ids": []string{"bob", "cat"}}).Expect(t, 200)
+
+	var own struct {
+		FriendsRank  int `json:"friends_rank"`
+		FriendsTotal int `json:"friends_total"`
+		Neighbors    []struct {
+			PlayerID string `json:"player_id"`
+		} `json:"neighbors"`
+	}
+	c.Player("ann", "GET", "/v1/leaderboards/cup/players/ann/friends-rank?k=4", nil).Expect(t, 200).JSON(t, &own)
+	if own.FriendsRank != 3 || own.FriendsTotal != 3 || fmt.Sprint(own.Neighbors) != "[{cat} {bob} {ann}]" {
+		t.Fatalf("ann's own friends rank: %+v", own)
+	}
+	for _, reader := range []string{"mallory", "bob"} {
+		r := c.Player(reader, "GET", "/v1/leaderboards/cup/players/ann/friends-rank?k=4", nil).Expect(t, 403)
+		if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" || strings.Contains(string(r.Body), "cat") {
+			t.Fatalf("%s asking for ann's friends rank: %s %s", reader, ct, r.Body)
+		}
+	}
+	// Another player's place on the board itself is public.
+	c.Player("mallory", "GET", "/v1/leaderboards/cup/players/ann/rank?k=1", nil).Expect(t, 200)
 }

@@ -93,9 +93,9 @@ func newWorld(t *testing.T) *world {
 	submit := func(board, player, match string, score int) {
 		c.Service("POST", "/v1/leaderboards/"+board+"/scores", map[string]any{"player_id": player, "match_id": match, "score": score}).Expect(t, 200)
 	}
-	act := func(player, key string) {
-		c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: player, Header: map[string]string{"Idempotency-Key": key},
-			Body: map[string]any{"event_type": "MATCH_WON", "source": "mobile_app"}}).Expect(t, 200)
+	act := func(player, key string) { // a game server reports a won match
+		c.Do(apitest.Call{Method: "POST", Path: "/v1/ops/activity", Service: true, Header: map[string]string{"Idempotency-Key": key},
+			Body: map[string]any{"user_id": player, "event_type": "MATCH_WON", "source": "console"}}).Expect(t, 200)
 	}
 	submit("cup", erased, "m1", 50)
 	submit("cup", erased, "m2", 70)

@@ -259,6 +259,15 @@ var (
 			Redis:  true,
 		},
 	}
+	ReportActivity = Route{
+		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service,
+		Summary: "Record a player's match played or won, as the game server saw it: points, streak and the day's totals in one transaction",
+		Uses: Uses{
+			Reads:  []schema.Table{schema.Players},
+			Writes: []schema.Table{schema.Streaks, schema.Activity, schema.Counters},
+			Redis:  true,
+		},
+	}
 	GetStreak = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's streak as they see it today, and their points balance",
@@ -420,7 +429,7 @@ func All() []Route {
 		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 		LikePost, UnlikePost, ToggleLike, CountLikes,
 		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
-		RecordActivity, GetStreak, PointsHistory, StreaksTop,
+		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
 	}

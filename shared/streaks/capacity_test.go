@@ -53,7 +53,7 @@ func TestCapacityPerActivity(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		a := streaks.Activity{Type: streaks.MatchPlayed, Source: streaks.MobileApp, Timezone: "Europe/Berlin"}
+		a := streaks.Activity{Type: streaks.MatchPlayed, Source: streaks.Console, Timezone: "Europe/Berlin", By: streaks.GameServers}
 		if _, err := svc.Record(context.Background(), fmt.Sprintf("player-%d", i%5), fmt.Sprintf("key-%d", i), "hash", a); err != nil {
 			t.Fatal(err)
 		}

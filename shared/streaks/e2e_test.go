@@ -35,6 +35,10 @@ var awards = map[string][2]int64{ // points, daily cap
 
 var eventTypes = []string{"DAILY_OPEN", "MATCH_PLAYED", "MATCH_WON", "LEVEL_COMPLETED", "SOCIAL_SHARE"}
 
+// serverTypes are the event types game servers report (POST
+// /v1/ops/activity); players report the others.
+var serverTypes = map[string]bool{"MATCH_PLAYED": true, "MATCH_WON": true}
+
 // mday is one local day of a modelled player.
 type mday struct {
 	points, events int64
@@ -403,11 +407,7 @@ func playStep(t *testing.T, c *apitest.Client, players []*mplayer, rng *rand.Ran
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for _, a := range list {
-				body := map[string]any{"event_type": a.typ, "source": "mobile_app"}
-				if a.tz != "" {
-					body["timezone"] = a.tz
-				}
-				call := apitest.Call{Method: "POST", Path: "/v1/activity", Body: body, As: p.id, Header: map[string]string{"Idempotency-Key": a.key}}
+				call := activityCall(p.id, a.key, a.typ, a.tz)
 				r, err := c.Try(call)
 				if err == nil && a.retry { // a client retry: same key, same answer, no second effect
 					var again apitest.Response
@@ -443,6 +443,21 @@ func playStep(t *testing.T, c *apitest.Client, players []*mplayer, rng *rand.Ran
 		t.Fatal(err)
 	}
 	return len(acts)
+}
+
+// activityCall is how an activity reaches Rally: the player reports their
+// own, a game server the matches it saw.
+func activityCall(user, key, typ, tz string) apitest.Call {
+	body := map[string]any{"event_type": typ, "source": "mobile_app"}
+	if tz != "" {
+		body["timezone"] = tz
+	}
+	call := apitest.Call{Method: "POST", Path: "/v1/activity", Body: body, As: user, Header: map[string]string{"Idempotency-Key": key}}
+	if serverTypes[typ] {
+		body["user_id"], body["source"] = user, "console"
+		call.Path, call.As, call.Service = "/v1/ops/activity", "", true
+	}
+	return call
 }
 
 // checkHistory compares every player's 60-day points history with the model.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // API serves the streak and points routes.
@@ -28,19 +29,26 @@ type (
 		EventType *string `json:"event_type"`
 		Source    *string `json:"source"`
 		Timezone  *string `json:"timezone"`
-		// UserID may name the caller; anyone else is refused.
+		// UserID is the player a game server reports for; a player may
+		// name themselves, anyone else is refused.
 		UserID *string `json:"user_id"`
 	}
-	streakBody struct {
-		UserID           string  `json:"user_id"`
-		CurrentStreak    int64   `json:"current_streak"`
-		LongestStreak    int64   `json:"longest_streak"`
+	// publicStreak is what anyone may read of a player's streak.
+	publicStreak struct {
+		UserID        string `json:"user_id"`
+		CurrentStreak int64  `json:"current_streak"`
+		LongestStreak int64  `json:"longest_streak"`
+		ActiveToday   bool   `json:"active_today"`
+		AtRisk        bool   `json:"at_risk"`
+		Degraded      bool   `json:"degraded,omitempty"`
+	}
+	// ownStreak adds what only the player reads of their own: when they
+	// were last active, their time zone and their points.
+	ownStreak struct {
+		publicStreak
 		LastActivityDate *string `json:"last_activity_date"`
 		Timezone         string  `json:"timezone"`
 		TotalPoints      int64   `json:"total_points"`
-		ActiveToday      bool    `json:"active_today"`
-		AtRisk           bool    `json:"at_risk"`
-		Degraded         bool    `json:"degraded,omitempty"`
 	}
 	dayBody struct {
 		Date   string `json:"date"`
@@ -73,19 +81,15 @@ func names[T ~string](vs []T) string {
 	return strings.Join(out, ", ")
 }
 
-func eventTypes() []EventType {
-	return []EventType{DailyOpen, MatchPlayed, MatchWon, LevelCompleted, SocialShare}
-}
-
-// parseActivity validates an activity request body for user.
-func parseActivity(in activityRequest, user string) (Activity, error) {
-	var f errs.Fields
+// parseActivity validates the fields of an activity request body, adding
+// what is wrong to f.
+func parseActivity(f *errs.Fields, in activityRequest) Activity {
 	var a Activity
 	switch {
 	case in.EventType == nil:
 		f.Add("event_type", "is required")
 	case !known(EventType(*in.EventType)):
-		f.Add("event_type", "must be one of "+names(eventTypes()))
+		f.Add("event_type", "must be one of "+names(EventTypes()))
 	default:
 		a.Type = EventType(*in.EventType)
 	}
@@ -109,16 +113,22 @@ func parseActivity(in activityRequest, user string) (Activity, error) {
 			a.Timezone = *in.Timezone
 		}
 	}
-	if err := f.Err(); err != nil {
-		return Activity{}, err
-	}
-	if in.UserID != nil && *in.UserID != user {
-		return Activity{}, errs.New(errs.Forbidden, "players record their own activity only")
-	}
-	return a, nil
+	return a
 }
 
-// RecordActivity serves POST /v1/activity.
+// notReportable refuses an event type that by may not report, saying who
+// reports it and where.
+func notReportable(t EventType, by Reporter) error {
+	award, _ := AwardFor(t)
+	where := map[Reporter]string{Players: routes.RecordActivity.Key(), GameServers: routes.ReportActivity.Key()}
+	if r := award.ReportedBy; r == Players || r == GameServers {
+		return errs.New(errs.Forbidden, "%s is reported by %s through %s, not by %s", t, r, where[r], by)
+	}
+	return errs.New(errs.Forbidden, "%s is not reported by %s", t, by)
+}
+
+// RecordActivity serves POST /v1/activity: a player reports their own
+// activity, of the event types the points table leaves to players.
 func (a *API) RecordActivity(ctx context.Context, r *api.Request) (api.Response, error) {
 	user, err := r.Player()
 	if err != nil {
@@ -132,10 +142,54 @@ func (a *API) RecordActivity(ctx context.Context, r *api.Request) (api.Response,
 	if err != nil {
 		return api.Response{}, err
 	}
-	act, err := parseActivity(in, user)
+	var f errs.Fields
+	act := parseActivity(&f, in)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	if in.UserID != nil && *in.UserID != user {
+		return api.Response{}, errs.New(errs.Forbidden, "players record their own activity only")
+	}
+	act.By = Players
+	return a.record(ctx, r, user, key, act)
+}
+
+// ReportActivity serves POST /v1/ops/activity: a game server reports a
+// player's activity, of the event types the points table gives to game
+// servers (the competitive ones: matches played and won). Its
+// Idempotency-Key is the server's own, per player.
+func (a *API) ReportActivity(ctx context.Context, r *api.Request) (api.Response, error) {
+	server, err := r.Service()
 	if err != nil {
 		return api.Response{}, err
 	}
+	var in activityRequest
+	if err := r.Decode(&in); err != nil {
+		return api.Response{}, err
+	}
+	key, err := r.IdempotencyKey(true)
+	if err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	var user string
+	if in.UserID == nil {
+		f.Add("user_id", "is required")
+	} else {
+		user = *in.UserID
+		api.CheckID(&f, "user_id", user)
+	}
+	act := parseActivity(&f, in)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	act.By = GameServers
+	return a.record(ctx, r, user, ServerKey(server, key), act)
+}
+
+// record records act for user and answers with the receipt, or the first
+// one when key was already used.
+func (a *API) record(ctx context.Context, r *api.Request, user, key string, act Activity) (api.Response, error) {
 	rec, err := a.Service.Record(ctx, user, key, r.IdempotencyHash(), act)
 	if err != nil {
 		return api.Response{}, err
@@ -154,9 +208,12 @@ func userArg(r *api.Request) (string, error) {
 	return user, f.Err()
 }
 
-// GetStreak serves GET /v1/users/{user_id}/streak.
+// GetStreak serves GET /v1/users/{user_id}/streak. Anyone reads a
+// player's streak numbers; only the player reads their last activity
+// date, time zone and points, which are left out for everyone else.
 func (a *API) GetStreak(ctx context.Context, r *api.Request) (api.Response, error) {
-	if _, err := r.Player(); err != nil {
+	caller, err := r.Player()
+	if err != nil {
 		return api.Response{}, err
 	}
 	user, err := userArg(r)
@@ -167,17 +224,21 @@ func (a *API) GetStreak(ctx context.Context, r *api.Request) (api.Response, erro
 	if err != nil {
 		return api.Response{}, err
 	}
-	body := streakBody{
-		UserID: user, CurrentStreak: s.View.Current, LongestStreak: s.Longest, Timezone: s.Timezone,
-		TotalPoints: s.TotalPoints, ActiveToday: s.ActiveToday, AtRisk: s.AtRisk, Degraded: s.Degraded,
+	public := publicStreak{
+		UserID: user, CurrentStreak: s.View.Current, LongestStreak: s.Longest,
+		ActiveToday: s.ActiveToday, AtRisk: s.AtRisk, Degraded: s.Degraded,
 	}
-	if body.Timezone == "" {
-		body.Timezone = "UTC"
+	if caller != user {
+		return api.OK(public), nil
+	}
+	own := ownStreak{publicStreak: public, Timezone: s.Timezone, TotalPoints: s.TotalPoints}
+	if own.Timezone == "" {
+		own.Timezone = "UTC"
 	}
 	if s.LastDate != "" {
-		body.LastActivityDate = &s.LastDate
+		own.LastActivityDate = &s.LastDate
 	}
-	return api.OK(body), nil
+	return api.OK(own), nil
 }
 
 // PointsHistory serves GET /v1/users/{user_id}/points/history: a player

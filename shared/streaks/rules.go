@@ -103,6 +103,9 @@ type Activity struct {
 	// Timezone is the zone the request reports, empty when it sent none.
 	Timezone string
 	At       time.Time
+	// By is who reported it: the player, or a game server for them. The
+	// points table says who may report each event type.
+	By Reporter
 }
 
 // Outcome is what an activity did.

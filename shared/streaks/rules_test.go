@@ -1,8 +1,11 @@
 package streaks
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rallyhq/rally/shared/api"
 )
 
 func at(t *testing.T, zone, local string) time.Time {
@@ -155,5 +158,47 @@ func TestBreaksAtFollowsTheZone(t *testing.T) {
 	}
 	if !(State{}).BreaksAt().IsZero() {
 		t.Error("no streak must have no deadline")
+	}
+}
+
+// The points table says who reports each event type: matches come from
+// game servers, everything else from the player.
+func TestWhoReportsEachEventType(t *testing.T) {
+	want := map[EventType]Reporter{
+		DailyOpen: Players, MatchPlayed: GameServers, MatchWon: GameServers, LevelCompleted: Players, SocialShare: Players,
+	}
+	for _, typ := range EventTypes() {
+		for _, by := range []Reporter{Players, GameServers} {
+			if got := MayReport(typ, by); got != (want[typ] == by) {
+				t.Errorf("MayReport(%s, %s) = %v", typ, by, got)
+			}
+		}
+		if MayReport(typ, 0) {
+			t.Errorf("%s may be reported by nobody in particular", typ)
+		}
+	}
+	if MayReport("DANCED", Players) || MayReport("DANCED", GameServers) {
+		t.Error("an unknown event type may be reported")
+	}
+	if got := ReportableBy(GameServers); len(got) != 2 || got[0] != MatchPlayed || got[1] != MatchWon {
+		t.Errorf("game servers report %v", got)
+	}
+}
+
+// A game server's Idempotency-Key is its own: another server's same key is
+// another key, and no key a client can send (no '#') is one of them.
+func TestServerKeysAreScopedToTheServer(t *testing.T) {
+	a := ServerKey("arn:aws:iam::1:role/game-eu", "match-7")
+	b := ServerKey("arn:aws:iam::1:role/game-us", "match-7")
+	if a == b || a != ServerKey("arn:aws:iam::1:role/game-eu", "match-7") {
+		t.Fatalf("server keys: %q, %q", a, b)
+	}
+	if EventID("ann", a) == EventID("ann", "match-7") {
+		t.Fatal("a server's key names the same event as the player's own key")
+	}
+	for _, k := range []string{a, b} {
+		if !strings.HasSuffix(k, "#match-7") || !api.ValidID("match-7") || api.ValidID(k) {
+			t.Fatalf("server key %q", k)
+		}
 	}
 }

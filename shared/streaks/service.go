@@ -54,7 +54,12 @@ type Recorded struct {
 
 // Record records one activity of user under an idempotency key; hash
 // identifies the request so a reused key with another body is refused.
+// An event type a.By may not report is refused before anything is read or
+// written.
 func (s *Service) Record(ctx context.Context, user, key, hash string, a Activity) (Recorded, error) {
+	if !MayReport(a.Type, a.By) {
+		return Recorded{}, notReportable(a.Type, a.By)
+	}
 	// The region comes from the profile; read it while the streak and the
 	// day are read, not before them.
 	type found struct {
@@ -206,6 +211,17 @@ func (p *players) lock(user string) func() {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// ServerKey is the Idempotency-Key of a game server's report as the
+// Activity table keeps it. Keys live in the reported player's partition, so
+// a server's key reused for another player is another key; scoped by the
+// server's identity, so two servers' keys never meet; and spelled with '#',
+// which a client's key cannot hold, so no key of the player's own takes the
+// server's slot (or the reverse).
+func ServerKey(server, key string) string {
+	sum := sha256.Sum256([]byte(server))
+	return "server#" + hex.EncodeToString(sum[:8]) + "#" + key
 }
 
 // EventID is the id of the activity recorded under a player's idempotency

@@ -28,28 +28,79 @@ const (
 	SocialShare    EventType = "SOCIAL_SHARE"
 )
 
-// Award is what an event type earns: Points per event, at most DailyCap
-// points per player per activity date. Events over the cap are recorded
-// with 0 points.
+// Award is what an event type earns and who may report it: Points per
+// event, at most DailyCap points per player per activity date (events over
+// the cap are recorded with 0 points), reported by ReportedBy.
 type Award struct {
 	Points   int64
 	DailyCap int64
+	// ReportedBy is who may report the event type. Events with competitive
+	// value come from game servers, which saw the match; a player's own
+	// report of them is refused.
+	ReportedBy Reporter
+}
+
+// Reporter is who reports an activity: the player themselves
+// (POST /v1/activity), or a game server on the player's behalf
+// (POST /v1/ops/activity). An Award's ReportedBy may name both.
+type Reporter uint8
+
+// Reporters.
+const (
+	Players Reporter = 1 << iota
+	GameServers
+)
+
+func (r Reporter) String() string {
+	switch r {
+	case Players:
+		return "players"
+	case GameServers:
+		return "game servers"
+	case Players | GameServers:
+		return "players and game servers"
+	}
+	return "nobody"
 }
 
 // AwardFor is what an event type earns, from the points table, the one
-// place points are decided; ok is false for an unknown event type.
+// place points and reporters are decided; ok is false for an unknown event
+// type.
 func AwardFor(t EventType) (a Award, ok bool) {
 	a, ok = awards[t]
 	return a, ok
 }
 
+// MayReport reports whether by may report event type t.
+func MayReport(t EventType, by Reporter) bool {
+	a, ok := awards[t]
+	return ok && by != 0 && a.ReportedBy&by == by
+}
+
+// ReportableBy lists the event types by may report, in the order of
+// EventTypes.
+func ReportableBy(by Reporter) []EventType {
+	var out []EventType
+	for _, t := range EventTypes() {
+		if MayReport(t, by) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// EventTypes lists every event type.
+func EventTypes() []EventType {
+	return []EventType{DailyOpen, MatchPlayed, MatchWon, LevelCompleted, SocialShare}
+}
+
 // awards is the points table.
 var awards = map[EventType]Award{
-	DailyOpen:      {Points: 10, DailyCap: 10},
-	MatchPlayed:    {Points: 5, DailyCap: 50},
-	MatchWon:       {Points: 20, DailyCap: 200},
-	LevelCompleted: {Points: 15, DailyCap: 150},
-	SocialShare:    {Points: 25, DailyCap: 50},
+	DailyOpen:      {Points: 10, DailyCap: 10, ReportedBy: Players},
+	MatchPlayed:    {Points: 5, DailyCap: 50, ReportedBy: GameServers},
+	MatchWon:       {Points: 20, DailyCap: 200, ReportedBy: GameServers},
+	LevelCompleted: {Points: 15, DailyCap: 150, ReportedBy: Players},
+	SocialShare:    {Points: 25, DailyCap: 50, ReportedBy: Players},
 }
 
 // Source is where an activity happened.

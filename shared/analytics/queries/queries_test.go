@@ -121,8 +121,13 @@ func TestNamedQueriesAnswerWhatHappened(t *testing.T) {
 		}
 	}
 	act := func(day, player, key, typ string) {
-		r := c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: player, Header: map[string]string{"Idempotency-Key": key},
-			Body: map[string]any{"event_type": typ, "source": "mobile_app"}}).Expect(t, 200)
+		call := apitest.Call{Method: "POST", Path: "/v1/activity", As: player, Header: map[string]string{"Idempotency-Key": key},
+			Body: map[string]any{"event_type": typ, "source": "mobile_app"}}
+		if strings.HasPrefix(typ, "MATCH_") { // game servers report matches
+			call.Path, call.As, call.Service = "/v1/ops/activity", "", true
+			call.Body = map[string]any{"user_id": player, "event_type": typ, "source": "console"}
+		}
+		r := c.Do(call).Expect(t, 200)
 		var got struct {
 			PointsAwarded int64 `json:"points_awarded"`
 			CurrentStreak int64 `json:"current_streak"`

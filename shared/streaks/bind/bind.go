@@ -43,6 +43,7 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{
 			routes.RecordActivity.Function: h.RecordActivity,
+			routes.ReportActivity.Function: h.ReportActivity,
 			routes.GetStreak.Function:      h.GetStreak,
 			routes.PointsHistory.Function:  h.PointsHistory,
 			routes.StreaksTop.Function:     h.StreaksTop,
