@@ -260,7 +260,7 @@ var (
 		},
 	}
 	ReportActivity = Route{
-		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service,
+		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Budget: ServiceBudget,
 		Summary: "Record a player's match played or won, as the game server saw it: points, streak and the day's totals in one transaction",
 		Uses: Uses{
 			Reads:  []schema.Table{schema.Players},
