@@ -42,29 +42,53 @@ const cached = 100_000
 
 func redisKey(player string) string { return "rally:seen:" + player }
 
-// FirstSeen returns when Rally first saw player, recording now when it
-// never did.
-func (s *Store) FirstSeen(ctx context.Context, player string) (time.Time, error) {
+// FirstSeen returns when Rally first saw player; ok is false when it
+// never did (nothing is recorded: see Seen).
+func (s *Store) FirstSeen(ctx context.Context, player string) (t time.Time, ok bool, err error) {
 	s.mu.Lock()
-	t, ok := s.seen[player]
+	t, ok = s.seen[player]
 	s.mu.Unlock()
 	if ok {
-		return t, nil
+		return t, true, nil
 	}
 	if ms, err := s.Redis.Get(ctx, redisKey(player)).Int64(); err == nil {
 		t = time.UnixMilli(ms).UTC()
 		s.remember(player, t)
-		return t, nil
+		return t, true, nil
 	}
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table), Key: key(player), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#f"), ExpressionAttributeNames: map[string]string{"#f": schema.AttrFirstSeen},
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("accounts: read first seen: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return time.Time{}, false, nil
+	}
+	if t, err = firstSeen(out.Item); err != nil {
+		return time.Time{}, false, err
+	}
+	s.cache(ctx, player, t)
+	return t, true, nil
+}
+
+// Seen records now as player's first-seen time unless one is stored. It
+// is called once a request has succeeded, so bad input records nothing.
+func (s *Store) Seen(ctx context.Context, player string) error {
 	t, err := s.record(ctx, player)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
-	// A failed Redis write only costs the next cold instance a DynamoDB
-	// call.
+	s.cache(ctx, player, t)
+	return nil
+}
+
+// cache keeps t in the instance and in Redis. A failed Redis write only
+// costs the next cold instance a DynamoDB read.
+func (s *Store) cache(ctx context.Context, player string, t time.Time) {
 	_ = s.Redis.Set(ctx, redisKey(player), t.UnixMilli(), 0).Err()
 	s.remember(player, t)
-	return t, nil
 }
 
 // record writes now as player's first-seen time unless one is stored, and
@@ -82,7 +106,11 @@ func (s *Store) record(ctx context.Context, player string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("accounts: record first seen: %w", err)
 	}
-	n, ok := out.Attributes[schema.AttrFirstSeen].(*types.AttributeValueMemberN)
+	return firstSeen(out.Attributes)
+}
+
+func firstSeen(item map[string]types.AttributeValue) (time.Time, error) {
+	n, ok := item[schema.AttrFirstSeen].(*types.AttributeValueMemberN)
 	if !ok {
 		return time.Time{}, errors.New("accounts: stored first-seen time is not a number")
 	}
@@ -115,20 +143,23 @@ func key(player string) map[string]types.AttributeValue {
 
 // Age is what the request's account looks like to the fraud controls.
 type Age struct {
+	// FirstSeen is when Rally first saw the account; zero when it never
+	// did (this request is its first) or could not tell.
 	FirstSeen time.Time
-	// Young is true below the young-account age; it is also true when the
-	// first-seen time could not be read, so an outage errs on the side of
-	// the smaller budget.
+	// Young is true below the young-account age: also for an account
+	// never seen, and when the first-seen time could not be read, so an
+	// outage errs on the side of the smaller budget.
 	Young bool
 }
 
-// Of returns player's Age at now, young below youngFor (0: nobody is young).
+// Of returns player's Age now, young below youngFor (0: nobody is young,
+// and nothing is looked up).
 func (s *Store) Of(ctx context.Context, player string, youngFor time.Duration) Age {
 	if youngFor <= 0 {
 		return Age{}
 	}
-	first, err := s.FirstSeen(ctx, player)
-	if err != nil {
+	first, ok, err := s.FirstSeen(ctx, player)
+	if err != nil || !ok {
 		return Age{Young: true}
 	}
 	return Age{FirstSeen: first, Young: s.Clock.Now().Sub(first) < youngFor}

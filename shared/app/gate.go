@@ -27,6 +27,7 @@ const MetricRateLimited = "RateLimited"
 func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		var checks []ratelimit.Check
+		var unseen string // a player Rally has not seen yet
 		caller, _ := (&api.Request{Event: ev}).Caller()
 		for _, b := range r.Budgets() {
 			c := ratelimit.Check{Name: b.Name, PerMinute: d.Config.Budget(b)}
@@ -39,6 +40,9 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 				c.Subject = caller.Player
 				age := d.Accounts().Of(ctx, caller.Player, d.Config.YoungAccountAge)
 				ctx = accounts.With(ctx, age)
+				if d.Config.YoungAccountAge > 0 && age.FirstSeen.IsZero() {
+					unseen = caller.Player
+				}
 				if age.Young {
 					c.PerMinute = max(1, c.PerMinute/2)
 				}
@@ -53,6 +57,11 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 			return out, nil
 		}
 		out, err := next(ctx, ev)
+		if unseen != "" && out.StatusCode < 300 && err == nil {
+			if err := d.Accounts().Seen(ctx, unseen); err != nil {
+				d.Log.WarnContext(ctx, "first-seen time not recorded", "error", err.Error())
+			}
+		}
 		if out.Headers == nil {
 			out.Headers = map[string]string{}
 		}

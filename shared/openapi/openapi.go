@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 //go:embed openapi.yaml
@@ -32,6 +34,7 @@ func load() (*openapi3.T, []byte, error) {
 			loadErr = fmt.Errorf("openapi: load document: %w", loadErr)
 			return
 		}
+		budgets(doc)
 		if loadErr = doc.Validate(context.Background()); loadErr != nil {
 			loadErr = fmt.Errorf("openapi: invalid document: %w", loadErr)
 			return
@@ -39,6 +42,51 @@ func load() (*openapi3.T, []byte, error) {
 		docJSON, loadErr = json.Marshal(doc)
 	})
 	return doc, docJSON, loadErr
+}
+
+// budgets declares every route's 429 from its budgets (routes.Budget), so
+// the document says what the functions enforce.
+func budgets(d *openapi3.T) {
+	for _, r := range routes.All() {
+		item := d.Paths.Find(r.Path)
+		if item == nil {
+			continue
+		}
+		if op := item.GetOperation(r.Method); op != nil {
+			op.Responses.Set("429", &openapi3.ResponseRef{Value: rateLimited(r, d.Components.Schemas["Problem"])})
+		}
+	}
+}
+
+func rateLimited(r routes.Route, problem *openapi3.SchemaRef) *openapi3.Response {
+	var spent []string
+	for _, b := range r.Budgets() {
+		per := map[routes.Auth]string{routes.Player: "player", routes.Service: "calling role"}[r.Auth]
+		if b == routes.IPBudget {
+			per = "source IP"
+		}
+		line := fmt.Sprintf("%q: %d a minute per %s", b.Name, b.PerMinute, per)
+		if per == "player" {
+			line += fmt.Sprintf(" (%d for an account younger than a day)", max(1, b.PerMinute/2))
+		}
+		spent = append(spent, line)
+	}
+	desc := "Over budget (" + strings.Join(spent, "; ") + "); retry after Retry-After seconds."
+	integer := func(what string) *openapi3.HeaderRef {
+		return &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
+			Description: what, Schema: openapi3.NewIntegerSchema().NewRef(),
+		}}}
+	}
+	return &openapi3.Response{
+		Description: &desc,
+		Headers: openapi3.Headers{
+			"Retry-After":         integer("seconds until the next request is allowed"),
+			"RateLimit-Limit":     integer("the budget a minute"),
+			"RateLimit-Remaining": integer("requests left now"),
+			"RateLimit-Reset":     integer("seconds until the budget is whole again"),
+		},
+		Content: openapi3.Content{"application/problem+json": &openapi3.MediaType{Schema: problem}},
+	}
 }
 
 // Document returns the parsed document.

@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,5 +69,34 @@ func TestValidateResponseRejectsWhatTheContractForbids(t *testing.T) {
 		if err := ValidateResponse("PUT", path, tc.status, tc.ct, []byte(tc.body)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// Every route documents its 429: the budgets it spends, as declared with
+// the route, and the headers a client backs off by.
+func TestEveryRouteDocumentsItsBudgets(t *testing.T) {
+	d, err := Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes.All() {
+		resp := d.Paths.Find(r.Path).GetOperation(r.Method).Responses.Status(429)
+		if resp == nil || resp.Value == nil {
+			t.Errorf("%s: no 429 documented", r.Key())
+			continue
+		}
+		for _, b := range r.Budgets() {
+			if want := fmt.Sprintf("%q: %d a minute", b.Name, b.PerMinute); !strings.Contains(*resp.Value.Description, want) {
+				t.Errorf("%s: 429 says %q, not %s", r.Key(), *resp.Value.Description, want)
+			}
+		}
+		for _, h := range []string{"Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+			if resp.Value.Headers[h] == nil {
+				t.Errorf("%s: 429 lacks the %s header", r.Key(), h)
+			}
+		}
+	}
+	if !strings.Contains(string(JSON()), `"RateLimit-Reset"`) {
+		t.Error("the served document lacks the RateLimit headers")
 	}
 }

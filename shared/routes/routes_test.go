@@ -1,11 +1,14 @@
 package routes
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,6 +95,75 @@ func TestProcessorSettingsAreDeployable(t *testing.T) {
 		}
 		if p.BatchSize < 1 || p.BatchSize > 10000 || p.MaxRetries < 0 || p.MaxRetries > 10000 || p.MaxRecordAge <= 0 || p.MaxRecordAge > MaxParkAge {
 			t.Errorf("%s: batch size, retries or record age out of the event source mapping's range", p.Function)
+		}
+	}
+}
+
+// Every route spends a budget: a player route its player budget and the
+// per-IP one, a service route its calling role's; none is unlimited.
+func TestEveryRouteHasABudget(t *testing.T) {
+	players := map[Budget]bool{}
+	for _, b := range PlayerBudgets() {
+		players[b] = true
+	}
+	for _, r := range All() {
+		switch {
+		case r.Budget.PerMinute <= 0 || r.Budget.Name == "":
+			t.Errorf("%s: no budget", r.Key())
+		case r.Auth == Player && !players[r.Budget]:
+			t.Errorf("%s: a player route spends %q, not a per-player budget", r.Key(), r.Budget.Name)
+		case r.Auth == Service && r.Budget != ServiceBudget:
+			t.Errorf("%s: a service route spends %q, not the calling role's", r.Key(), r.Budget.Name)
+		}
+		if r.Auth == Player && (r.Method == "GET") != (r.Budget == ReadBudget) {
+			t.Errorf("%s: reads, and only reads, spend the read budget", r.Key())
+		}
+		if r.Auth == Player && !slices.Contains(r.Budgets(), IPBudget) {
+			t.Errorf("%s: a player route is not counted per IP", r.Key())
+		}
+	}
+}
+
+// budgetRows is the README's budget table as the declarations make it.
+func budgetRows() []string {
+	var rows []string
+	for _, b := range AllBudgets() {
+		per, young := "player", fmt.Sprintf(" (%d for a young account)", max(1, b.PerMinute/2))
+		switch b {
+		case IPBudget:
+			per, young = "source IP", ""
+		case ServiceBudget:
+			per, young = "calling role", ""
+		}
+		var keys []string
+		for _, r := range All() {
+			if r.Budget == b || (b == IPBudget && slices.Contains(r.Budgets(), IPBudget)) {
+				keys = append(keys, "`"+r.Key()+"`")
+			}
+		}
+		switch b {
+		case ReadBudget:
+			keys = []string{"every player `GET` route"}
+		case IPBudget:
+			keys = []string{"every player route"}
+		}
+		if b == ServiceBudget {
+			keys = []string{"every service route"}
+		}
+		rows = append(rows, fmt.Sprintf("| `%s` | %s | %d%s | %s |", b.Name, per, b.PerMinute, young, strings.Join(keys, ", ")))
+	}
+	return rows
+}
+
+// The README's budget table is the declared one.
+func TestReadmeListsTheBudgets(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range budgetRows() {
+		if !strings.Contains(string(readme), row+"\n") {
+			t.Errorf("README.md lacks the budget row\n%s", row)
 		}
 	}
 }

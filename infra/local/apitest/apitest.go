@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +29,27 @@ type Client struct {
 
 	mu     sync.Mutex
 	tokens map[string]string
+	from   map[string]*http.Client
+}
+
+// client returns the HTTP client whose connections come from the local
+// address from ("" the default client).
+func (c *Client) client(from string) *http.Client {
+	if from == "" {
+		return c.http
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hc, ok := c.from[from]; ok {
+		return hc
+	}
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: c.http.Timeout, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 64}}
+	if c.from == nil {
+		c.from = map[string]*http.Client{}
+	}
+	c.from[from] = hc
+	return hc
 }
 
 // New returns a client for s.
@@ -82,6 +104,9 @@ type Call struct {
 	Token string
 	// Sign replaces the stack's SigV4 signing (e.g. a wrong secret).
 	Sign func(req *http.Request, body []byte) error
+	// From is the loopback address the request comes from (e.g.
+	// 127.0.0.7), as a client at another IP; "" is the default.
+	From string
 }
 
 // Player calls as player sub.
@@ -163,7 +188,7 @@ func (c *Client) try(call Call) (Response, error) {
 			return Response{}, err
 		}
 	}
-	hr, err := c.http.Do(req)
+	hr, err := c.client(call.From).Do(req)
 	if err != nil {
 		return Response{}, fmt.Errorf("%s: %w", label, err)
 	}

@@ -1,0 +1,241 @@
+package stack_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// favorite makes player favorite game, from the default address.
+func favorite(c *apitest.Client, player, game string) apitest.Response {
+	return c.Do(apitest.Call{Method: "POST", Path: "/v1/favorites/" + game, As: player})
+}
+
+// retryAfter is a 429's Retry-After, which must be there.
+func retryAfter(t *testing.T, r apitest.Response) time.Duration {
+	t.Helper()
+	secs, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if err != nil || secs < 1 {
+		t.Fatalf("%s: 429 with Retry-After %q", r.Request, r.Header.Get("Retry-After"))
+	}
+	for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+		if r.Header.Get(h) == "" {
+			t.Fatalf("%s: 429 without %s", r.Request, h)
+		}
+	}
+	return time.Duration(secs) * time.Second
+}
+
+func favorited(t *testing.T, c *apitest.Client, player, game string) bool {
+	t.Helper()
+	var body struct {
+		Statuses map[string]bool `json:"statuses"`
+	}
+	c.Player(player, "GET", "/v1/favorites/status?game_ids="+game, nil).Expect(t, 200).JSON(t, &body)
+	return body.Statuses[game]
+}
+
+// A player's 31st favorite within a minute is refused with Retry-After and
+// writes nothing; after waiting that long the next one is accepted; other
+// players are never held back.
+func TestThe31stFavoriteInAMinuteWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	s := testenv.Stack(t, stack.Options{})
+	c := apitest.New(t, s)
+	budget := routes.FavoriteBudget.PerMinute
+	for i := range budget {
+		r := favorite(c, "eager", fmt.Sprintf("g%d", i)).Expect(t, 200)
+		if got, want := r.Header.Get("RateLimit-Remaining"), strconv.Itoa(budget-1-i); got != want || r.Header.Get("RateLimit-Limit") != strconv.Itoa(budget) {
+			t.Fatalf("favorite %d: RateLimit-Limit %s, Remaining %s; want %d, %s", i+1, r.Header.Get("RateLimit-Limit"), got, budget, want)
+		}
+	}
+	over := favorite(c, "eager", "one-too-many").Expect(t, 429)
+	wait := retryAfter(t, over)
+	if wait > 3*time.Second {
+		t.Fatalf("Retry-After %v; one favorite comes back every %v", wait, time.Minute/time.Duration(budget))
+	}
+	if favorited(t, c, "eager", "one-too-many") {
+		t.Fatal("a refused favorite was written")
+	}
+	favorite(c, "patient", "g0").Expect(t, 200)
+	time.Sleep(wait) // what the client is told to do
+	favorite(c, "eager", "one-too-many").Expect(t, 200)
+	if !favorited(t, c, "eager", "one-too-many") {
+		t.Fatal("the favorite accepted after Retry-After is not there")
+	}
+}
+
+// A burst straddling a minute's edge gets no more than the budget plus
+// what it earned back during the burst: GCRA has no window to reset.
+func TestABurstAcrossAMinuteEdgeGetsOneBudget(t *testing.T) {
+	t.Parallel()
+	s := testenv.Stack(t, stack.Options{})
+	c := apitest.New(t, s)
+	budget := routes.FavoriteBudget.PerMinute
+	edge := time.Now().Truncate(time.Minute).Add(time.Minute)
+	time.Sleep(time.Until(edge.Add(-700 * time.Millisecond))) // the edge is wall-clock time
+	start := time.Now()
+	var mu sync.Mutex
+	accepted := 0
+	var wg sync.WaitGroup
+	for i := range 2 * budget {
+		wg.Go(func() {
+			r, err := c.Try(apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/edge-%d", i), As: "burster"})
+			if err != nil || (r.Status != 200 && r.Status != 429) {
+				t.Errorf("favorite %d: %v %d %s", i, err, r.Status, r.Body)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Status == 200 {
+				accepted++
+			}
+		})
+		if i == budget {
+			time.Sleep(time.Until(edge.Add(200 * time.Millisecond)))
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if !start.Before(edge) || time.Now().Before(edge) {
+		t.Fatalf("the burst did not straddle the minute's edge (%v … %v)", start, time.Now())
+	}
+	earned := int(elapsed / (time.Minute / time.Duration(budget)))
+	if accepted > budget+earned || accepted < budget {
+		t.Fatalf("%d of %d favorites accepted over %v across a minute's edge; budget %d, earned back %d", accepted, 2*budget, elapsed, budget, earned)
+	}
+}
+
+// With Redis stopped, a flood from one player is still limited (each
+// instance limits in process) while every other player is served.
+func TestAFloodIsLimitedWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	redis := testenv.Redis(t)
+	s := testenv.Stack(t, stack.Options{RedisURL: redis.URL()})
+	c := apitest.New(t, s)
+	redis.Stop()
+	budget := routes.FavoriteBudget.PerMinute
+	accepted := 0
+	start := time.Now()
+	for i := range 2 * budget {
+		switch r := favorite(c, "flooder", fmt.Sprintf("g%d", i)); r.Status {
+		case 200:
+			accepted++
+		case 429:
+			retryAfter(t, r)
+		default:
+			t.Fatalf("favorite %d with Redis down: %d %s", i, r.Status, r.Body)
+		}
+		if i%10 == 0 {
+			favorite(c, fmt.Sprintf("bystander-%d", i), "g0").Expect(t, 200)
+		}
+	}
+	earned := int(time.Since(start) / (time.Minute / time.Duration(budget)))
+	if accepted < budget || accepted > budget+earned+1 {
+		t.Fatalf("%d of %d favorites accepted with Redis down in %v; budget %d", accepted, 2*budget, time.Since(start), budget)
+	}
+}
+
+// One address gets at most the per-IP budget however many players it
+// speaks for; another address is unaffected.
+func TestOneAddressGetsTheIPBudget(t *testing.T) {
+	t.Parallel()
+	s := testenv.Stack(t, stack.Options{})
+	c := apitest.New(t, s)
+	ip := routes.IPBudget.PerMinute
+	perPlayer := routes.ReadBudget.PerMinute / 2 // well inside each player's own budget
+	start := time.Now()
+	accepted, refused := 0, 0
+	for i := 0; refused < 10 && i < 2*ip; i++ {
+		r := c.Do(apitest.Call{Method: "GET", Path: "/v1/games/g1/favorites/count", As: fmt.Sprintf("nat-%d", i/perPlayer), From: "127.0.0.2"})
+		switch r.Status {
+		case 200:
+			accepted++
+		case 429:
+			retryAfter(t, r)
+			refused++
+		default:
+			t.Fatalf("read %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	earned := int(time.Since(start) / (time.Minute / time.Duration(ip)))
+	if refused < 10 || accepted < ip || accepted > ip+earned+1 {
+		t.Fatalf("one address: %d reads accepted, %d refused in %v; its budget is %d a minute (%d earned back)", accepted, refused, time.Since(start), ip, earned)
+	}
+	c.Do(apitest.Call{Method: "GET", Path: "/v1/games/g1/favorites/count", As: "nat-0", From: "127.0.0.3"}).Expect(t, 200)
+}
+
+// A calling role spends its own budget on service routes; players are
+// unaffected.
+func TestAServiceRoleGetsItsBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 20
+	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) {
+		c.Budgets = map[string]int{routes.ServiceBudget.Name: budget}
+	}})
+	c := apitest.New(t, s)
+	for i := range budget {
+		c.Service("PUT", fmt.Sprintf("/v1/games/g%d", i), map[string]any{"title": "Game"}).Expect(t, 200)
+	}
+	over := c.Service("PUT", "/v1/games/late", map[string]any{"title": "Late"}).Expect(t, 429)
+	retryAfter(t, over)
+	c.Player("someone", "GET", "/v1/games/g1/favorites/count", nil).Expect(t, 200)
+	if item := getItem(t, s, schema.Games, schema.AttrGameID, "late"); len(item) != 0 {
+		t.Fatalf("a refused service call was written: %v", item)
+	}
+}
+
+func getItem(t *testing.T, s *stack.Stack, table schema.Table, attr, id string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := s.DB().GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(s.Tables().Of(table)), Key: map[string]types.AttributeValue{attr: &types.AttributeValueMemberS{Value: id}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// An account Rally first saw less than a day ago gets half the budget;
+// a day later, the whole. Bad input records no first-seen time.
+func TestAYoungAccountGetsHalfTheBudget(t *testing.T) {
+	t.Parallel()
+	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) { c.YoungAccountAge = 24 * time.Hour }})
+	c := apitest.New(t, s)
+	c.Player("stranger", "POST", "/v1/favorites/bad!id", nil).Expect(t, 400)
+	if item := getItem(t, s, schema.Accounts, schema.AttrPlayerID, "stranger"); len(item) != 0 {
+		t.Fatalf("bad input recorded the account: %v", item)
+	}
+	half := routes.FavoriteBudget.PerMinute / 2
+	for i := range half {
+		r := favorite(c, "newcomer", fmt.Sprintf("g%d", i)).Expect(t, 200)
+		if r.Header.Get("RateLimit-Limit") != strconv.Itoa(half) {
+			t.Fatalf("a young account's limit is %s, want %d", r.Header.Get("RateLimit-Limit"), half)
+		}
+	}
+	retryAfter(t, favorite(c, "newcomer", "more").Expect(t, 429))
+
+	c.Player("veteran", "GET", "/v1/games/g0/favorites/count", nil).Expect(t, 200) // Rally sees them
+	if item := getItem(t, s, schema.Accounts, schema.AttrPlayerID, "veteran"); len(item) == 0 {
+		t.Fatal("the first request did not record the account")
+	}
+	s.Clock().Set(s.Clock().Now().Add(25 * time.Hour))
+	for i := range routes.FavoriteBudget.PerMinute {
+		favorite(c, "veteran", fmt.Sprintf("g%d", i)).Expect(t, 200)
+	}
+	retryAfter(t, favorite(c, "veteran", "more").Expect(t, 429))
+}
