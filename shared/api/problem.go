@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/rallyhq/rally/shared/errs"
 )
@@ -54,7 +55,8 @@ func ProblemFor(err error) Response {
 			p.Errors = e.Fields
 		}
 		if e.RetryAfter > 0 {
-			secs := int(e.RetryAfter.Seconds() + 0.999)
+			// Whole seconds, rounded up: never earlier than the budget allows.
+			secs := max(1, int((e.RetryAfter+time.Second-1)/time.Second))
 			headers["Retry-After"] = strconv.Itoa(secs)
 		}
 	}
