@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -798,16 +799,23 @@ func TestAlarmsCoverErrorsHandledFailuresDeadLettersAndStreamLag(t *testing.T) {
 	})
 }
 
-func TestAwsSolutionsChecksPass(t *testing.T) {
+// cdk-nag's AwsSolutions and Serverless packs find nothing unsuppressed in
+// the stack or its nested stacks; every suppression says why in code.
+func TestNagChecksPass(t *testing.T) {
 	for stage, s := range both() {
+		// A nested stack is no artifact of its own: its constructs'
+		// findings are the parent's annotations.
 		annotations := assertions.Annotations_FromStack(s.stack.Stack)
-		for _, e := range *annotations.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
-			t.Errorf("%s: %s: %v", stage, *e.Id, e.Entry.Data)
-		}
-		// The suppressed findings prove the checks ran over this stack.
-		ignored := annotations.FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-IAM5.*was triggered but suppressed")))
-		if len(*ignored) == 0 {
-			t.Errorf("%s: no AwsSolutions findings recorded at all: were the checks applied?", stage)
+		for _, pack := range []string{"AwsSolutions", "Serverless"} {
+			finding := assertions.Match_StringLikeRegexp(jsii.String(pack + "-.*"))
+			for _, e := range append(*annotations.FindError(jsii.String("*"), finding), *annotations.FindWarning(jsii.String("*"), finding)...) {
+				t.Errorf("%s: %s: %v", stage, *e.Id, e.Entry.Data)
+			}
+			// The suppressed findings prove the checks ran over this stack.
+			ignored := annotations.FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(pack+"-.*was triggered but suppressed")))
+			if len(*ignored) == 0 {
+				t.Errorf("%s: no %s findings recorded at all: were the checks applied?", stage, pack)
+			}
 		}
 	}
 }
@@ -874,6 +882,63 @@ func TestOnlyTheRedriveInvokesAndOnlyProcessors(t *testing.T) {
 				if got := logicalID(env[routes.FunctionEnvVar(p.Function)]); got != s.functionID(p.Function) {
 					t.Errorf("%s: %s is not told %s's deployed name (%v)", stage, fn, p.Function, env[routes.FunctionEnvVar(p.Function)])
 				}
+			}
+		}
+	}
+}
+
+// API Gateway caps the total a stage passes on before any Lambda runs: the
+// defaults, or what the context gives.
+func TestTheStageThrottlesEveryRouteBeforeAnyLambdaRuns(t *testing.T) {
+	for stage, want := range map[string][2]float64{
+		"dev":  {stack.DefaultThrottleRate, stack.DefaultThrottleBurst},
+		"prod": {prodThrottleRate, prodThrottleBurst},
+	} {
+		s := both()[stage]
+		check(t, stage+": stage throttling", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), like(
+				"StageName", stack.StageName,
+				"DefaultRouteSettings", like("ThrottlingRateLimit", want[0], "ThrottlingBurstLimit", want[1]),
+			))
+		})
+	}
+}
+
+// Every processor and queue consumer keeps concurrency of its own, so a
+// flood of requests cannot starve them; routes share the rest. The
+// declared reservations leave most of an account's default concurrency to
+// the routes.
+func TestProcessorsAndConsumersHaveReservedConcurrency(t *testing.T) {
+	declared := map[string]int{}
+	for _, p := range routes.Processors() {
+		declared[p.Function] = int(p.Reserved)
+	}
+	for _, c := range routes.Consumers() {
+		declared[c.Function] = int(c.Reserved)
+	}
+	total := 0
+	for _, n := range declared {
+		total += n
+	}
+	// A quarter at most: the routes keep 750 of the default 1,000 at the
+	// stage's default 1,000 requests a second.
+	if total > stack.DefaultAccountConcurrency/4 {
+		t.Errorf("the declared reservations add up to %d of an account's default %d", total, stack.DefaultAccountConcurrency)
+	}
+	t.Logf("reserved %d of %d; %d left to the routes", total, stack.DefaultAccountConcurrency, stack.DefaultAccountConcurrency-total)
+	for stage, s := range both() {
+		want := maps.Clone(declared)
+		if stage == "prod" {
+			maps.Copy(want, prodReserved)
+		}
+		for _, fn := range s.declaredFunctions() {
+			got, has := s.resources[s.functionID(fn.name)].Properties["ReservedConcurrentExecutions"]
+			n, reserved := want[fn.name]
+			switch {
+			case reserved && got != float64(n):
+				t.Errorf("%s/%s: reserved concurrency %v, want %d", stage, fn.name, got, n)
+			case !reserved && has:
+				t.Errorf("%s/%s: a route function reserves %v; routes share what is left", stage, fn.name, got)
 			}
 		}
 	}

@@ -128,6 +128,13 @@ type Processor struct {
 	// time of the newest change it applied, shared/freshness): the reads
 	// of what it derives report it as as_of, and operations its lag.
 	Watermark bool
+	// Reserved is the function's reserved concurrency (every declaration
+	// of one function gives the same): a flood of requests cannot take the
+	// account's concurrency from it, and it cannot take more. A stream
+	// shard is read by one invocation at a time, so it is sized to the
+	// shards its streams may have at peak; the stack may override it
+	// (README, Configuration).
+	Reserved int32
 }
 
 var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
@@ -290,6 +297,9 @@ var StreakProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Streaks change once per activity: fewer partitions than Reactions
+	// or Scores.
+	Reserved: 25,
 }
 
 // Privacy. An HTTP API route has one authorizer, so an endpoint open to a
@@ -340,6 +350,8 @@ var ErasureProcessor = Processor{
 	MaxRetries:   3,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	// Erasures are rare and each is leased to one run.
+	Reserved: 5,
 }
 
 // analyticsShipper reads one stream for the analytics shipper.
@@ -359,6 +371,9 @@ func analyticsShipper(source schema.Table) Processor {
 		BatchWindow:  5 * time.Second,
 		MaxRetries:   10,
 		MaxRecordAge: 6 * time.Hour,
+		// One invocation per shard of three streams; analytics may lag
+		// behind a peak (Firehose buffers minutes anyway).
+		Reserved: 50,
 	}
 }
 
@@ -391,6 +406,8 @@ var LeaderboardProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Scores take a write per submission: one of the two busiest streams.
+	Reserved: 50,
 }
 
 // CounterProcessor keeps counts, trending windows and membership caches from
@@ -408,6 +425,9 @@ var CounterProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Reactions take a write per favorite and like: one of the two
+	// busiest streams.
+	Reserved: 50,
 }
 
 // All lists every HTTP route.
@@ -498,6 +518,8 @@ var JobRunner = Processor{
 	MaxRetries:   4,
 	MaxRecordAge: time.Hour,
 	Tick:         time.Minute,
+	// Jobs are few, each leased to one runner.
+	Reserved: 5,
 }
 
 // Consumer is a Lambda fed by SQS queues.
@@ -506,6 +528,8 @@ type Consumer struct {
 	Feature  Feature
 	Summary  string
 	Uses     Uses
+	// Reserved is the function's reserved concurrency, as a processor's.
+	Reserved int32
 }
 
 // DlqArchiver archives every batch a processor parks: it is fed by every
@@ -520,6 +544,9 @@ var DlqArchiver = Consumer{
 		Streams:    streamTables(),
 		Processors: true,
 	},
+	// Parked batches are rare; a message it cannot take now waits in its
+	// queue.
+	Reserved: 10,
 }
 
 // Consumers lists every queue consumer.
