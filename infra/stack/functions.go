@@ -258,11 +258,13 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 
 	fn := awslambda.NewFunction(scope, jsii.String("Function"), fp)
 	for _, t := range tablesOf(s.uses) {
+		// Exactly the actions of the declared class, on the table and its
+		// indexes (Grant adds <table ARN>/index/* when it has any).
+		actions := routes.TableReadActions
 		if writes[t.Name] {
-			props.Data.Table(t).GrantReadWriteData(fn)
-		} else {
-			props.Data.Table(t).GrantReadData(fn)
+			actions = append(slices.Clone(actions), routes.TableWriteActions...)
 		}
+		props.Data.Table(t).Grant(fn, *jsii.Strings(actions...)...)
 	}
 	if s.uses.Secrets {
 		f.CursorSecret.GrantRead(fn, nil)
@@ -271,7 +273,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		props.Analytics.GrantPutRecords(fn)
 	}
 	for _, t := range s.uses.Streams {
-		props.Data.Table(t).GrantStreamRead(fn)
+		props.Data.Table(t).GrantStream(fn, *jsii.Strings(routes.StreamReadActions...)...)
 	}
 	suppress(role, "IAM5", "Only actions without resource-level permissions use Resource '*': "+
 		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+

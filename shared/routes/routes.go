@@ -137,7 +137,12 @@ type Processor struct {
 	Reserved int32
 }
 
-var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
+// reactionEdges are what a reaction write touches; reactionTables add the
+// Idempotency-Key records favorite-game and toggle-like keep.
+var (
+	reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
+	reactionEdges  = []schema.Table{schema.Reactions}
+)
 
 // Favorites and likes.
 var (
@@ -149,7 +154,7 @@ var (
 	UnfavoriteGame = Route{
 		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player,
 		Summary: "Remove a game from the caller's favorites",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	ListFavorites = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player,
@@ -179,12 +184,12 @@ var (
 	LikePost = Route{
 		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player,
 		Summary: "Like a post",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	UnlikePost = Route{
 		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player,
 		Summary: "Remove the caller's like of a post",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	ToggleLike = Route{
 		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player,
@@ -198,8 +203,11 @@ var (
 	}
 )
 
+// boardReads are what a board read touches; top lists and friends ranks
+// also read Players (display names, friend lists).
 var (
-	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
+	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Counters}
+	namedReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
 	playerData = []schema.Table{schema.Players}
 )
 
@@ -227,7 +235,7 @@ var (
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player,
 		Summary: "The best N players of a period",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Reads: namedReads, Redis: true},
 	}
 	PlayerRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player,
@@ -237,7 +245,7 @@ var (
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player,
 		Summary: "A player's rank among their friends",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Reads: namedReads, Redis: true},
 	}
 	PutFriends = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service,
@@ -265,7 +273,7 @@ var (
 	GetStreak = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player,
 		Summary: "A player's streak as they see it today, and their points balance",
-		Uses:    Uses{Reads: []schema.Table{schema.Streaks}, Writes: []schema.Table{schema.Counters}, Redis: true},
+		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
 	}
 	PointsHistory = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player,
