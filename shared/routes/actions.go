@@ -14,7 +14,8 @@ var (
 	TableWriteActions = []string{
 		"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
 	}
-	StreamReadActions = []string{
-		"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords",
-	}
+	// A function reads a stream itself only from a known position (a
+	// parked batch's shard and sequence numbers), so it never lists
+	// shards; event source mappings get their own grants from the stack.
+	StreamReadActions = []string{"dynamodb:GetShardIterator", "dynamodb:GetRecords"}
 )
