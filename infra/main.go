@@ -17,15 +17,23 @@
 //	                  one of the periods CloudWatch Logs offers).
 //	alarmEmail        optional address subscribed to the alarm topic.
 //	buildDir          where `make build` put <function>/bootstrap (default "build").
+//	throttleRate      requests a second the API's stage passes on, all callers
+//	                  together (default 1000); throttleBurst its burst (default 2000).
+//	reservedConcurrency  overrides of the processors' and consumers' reserved
+//	                  concurrency: {"counter-processor": 100} in cdk.json, or
+//	                  counter-processor=100,streak-processor=10 with -c.
+//	accountConcurrency   the account's Lambda concurrency quota in the region
+//	                  (default 1000); the reservations must leave 100 of it.
 //
 // The stack is environment-agnostic and does no lookups, so synthesis needs
-// no AWS credentials. cdk-nag's AwsSolutions checks run on every synthesis;
-// an unsuppressed finding fails it.
+// no AWS credentials. cdk-nag's AwsSolutions and Serverless checks run on
+// every synthesis; an unsuppressed finding fails it.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -49,6 +57,7 @@ func main() {
 		os.Exit(1)
 	}
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	app.Synth(nil)
 }
 
@@ -68,6 +77,26 @@ func propsFromContext(app awscdk.App) (stack.Props, error) {
 		return p, err
 	}
 	if p.LogRetention, err = stack.RetentionFromDays(days); err != nil {
+		return p, err
+	}
+	if p.ThrottleRate, err = c.positive("throttleRate", stack.DefaultThrottleRate); err != nil {
+		return p, err
+	}
+	burst, err := c.positive("throttleBurst", stack.DefaultThrottleBurst)
+	if err == nil && burst != float64(int(burst)) {
+		err = fmt.Errorf("context throttleBurst=%v must be a whole number of requests", burst)
+	}
+	if err != nil {
+		return p, err
+	}
+	p.ThrottleBurst = int(burst)
+	if p.AccountConcurrency, err = c.number("accountConcurrency", stack.DefaultAccountConcurrency); err != nil {
+		return p, err
+	}
+	if p.AccountConcurrency < stack.UnreservedMinimum {
+		return p, fmt.Errorf("context accountConcurrency=%d must be at least %d", p.AccountConcurrency, stack.UnreservedMinimum)
+	}
+	if p.Reserved, err = c.counts("reservedConcurrency"); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -109,6 +138,96 @@ func (c contextValues) number(key string, def int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("context %s=%v is not a whole number", key, c.raw(key))
+}
+
+// positive reads a number greater than zero (a JSON number or a string).
+func (c contextValues) positive(key string, def float64) (float64, error) {
+	var n float64
+	switch v := c.raw(key).(type) {
+	case nil:
+		return def, nil
+	case float64:
+		n = v
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return def, nil
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("context %s=%q is not a number", key, v)
+		}
+		n = f
+	default:
+		return 0, fmt.Errorf("context %s=%v is not a number", key, v)
+	}
+	if !(n > 0) || math.IsInf(n, 0) {
+		return 0, fmt.Errorf("context %s=%v must be a positive number", key, n)
+	}
+	return n, nil
+}
+
+// counts reads function names with whole numbers: a JSON object (cdk.json)
+// or name=n pairs separated by commas (-c).
+func (c contextValues) counts(key string) (map[string]int, error) {
+	out := map[string]int{}
+	set := func(name string, v any) error {
+		name = strings.TrimSpace(name)
+		var n int
+		switch v := v.(type) {
+		case float64:
+			if v != float64(int(v)) {
+				return fmt.Errorf("context %s: %s=%v is not a whole number", key, name, v)
+			}
+			n = int(v)
+		case string:
+			var err error
+			if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+				return fmt.Errorf("context %s: %s=%q is not a whole number", key, name, v)
+			}
+		default:
+			return fmt.Errorf("context %s: %s=%v is not a whole number", key, name, v)
+		}
+		if name == "" {
+			return fmt.Errorf("context %s: a value without a function name", key)
+		}
+		out[name] = n
+		return nil
+	}
+	switch v := c.raw(key).(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		for name, n := range v {
+			if err := set(name, n); err != nil {
+				return nil, err
+			}
+		}
+	case string:
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(v), &obj); err == nil {
+			for name, n := range obj {
+				if err := set(name, n); err != nil {
+					return nil, err
+				}
+			}
+			break
+		}
+		for _, pair := range strings.Split(v, ",") {
+			if strings.TrimSpace(pair) == "" {
+				continue
+			}
+			name, n, ok := strings.Cut(pair, "=")
+			if !ok {
+				return nil, fmt.Errorf("context %s: %q is not function=number", key, pair)
+			}
+			if err := set(name, n); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("context %s=%v must map function names to whole numbers", key, v)
+	}
+	return out, nil
 }
 
 // list accepts a JSON array, a JSON-encoded array string or a

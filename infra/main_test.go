@@ -2,10 +2,13 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/rallyhq/rally/infra/stack"
 )
 
 func appWith(ctx map[string]any) awscdk.App {
@@ -20,7 +23,9 @@ func TestPropsFromContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	if defaults.Stage != "dev" || defaults.Protect || defaults.RedisEngine != "valkey" ||
-		defaults.LogRetention != awslogs.RetentionDays_ONE_MONTH || defaults.JWTIssuer != "" || defaults.BuildDir != "build" {
+		defaults.LogRetention != awslogs.RetentionDays_ONE_MONTH || defaults.JWTIssuer != "" || defaults.BuildDir != "build" ||
+		defaults.ThrottleRate != stack.DefaultThrottleRate || defaults.ThrottleBurst != stack.DefaultThrottleBurst ||
+		defaults.AccountConcurrency != stack.DefaultAccountConcurrency || len(defaults.Reserved) != 0 {
 		t.Errorf("defaults = %+v", defaults)
 	}
 
@@ -41,6 +46,42 @@ func TestPropsFromContext(t *testing.T) {
 	for _, bad := range []any{"thirty", 31.0, 7.5} {
 		if _, err := propsFromContext(appWith(map[string]any{"logRetentionDays": bad})); err == nil {
 			t.Errorf("logRetentionDays=%v accepted", bad)
+		}
+	}
+}
+
+// Throttling and reserved concurrency read the same from -c strings and
+// cdk.json values; a value that is not a positive number (or not a count
+// per function) stops synthesis with the key's name.
+func TestThrottlingAndReservationsFromContext(t *testing.T) {
+	for name, ctx := range map[string]map[string]any{
+		"from -c": {"throttleRate": "250.5", "throttleBurst": "500", "accountConcurrency": "3000",
+			"reservedConcurrency": "counter-processor=100, streak-processor=10"},
+		"from cdk.json": {"throttleRate": 250.5, "throttleBurst": 500.0, "accountConcurrency": 3000.0,
+			"reservedConcurrency": map[string]any{"counter-processor": 100.0, "streak-processor": 10.0}},
+		"JSON with -c": {"throttleRate": "250.5", "throttleBurst": "500", "accountConcurrency": "3000",
+			"reservedConcurrency": `{"counter-processor":100,"streak-processor":10}`},
+	} {
+		p, err := propsFromContext(appWith(ctx))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.ThrottleRate != 250.5 || p.ThrottleBurst != 500 || p.AccountConcurrency != 3000 ||
+			len(p.Reserved) != 2 || p.Reserved["counter-processor"] != 100 || p.Reserved["streak-processor"] != 10 {
+			t.Errorf("%s: props = %+v", name, p)
+		}
+	}
+	for key, bad := range map[string][]any{
+		"throttleRate":        {"fast", 0.0, "-5", -1.0},
+		"throttleBurst":       {"lots", 0.0, "2.5", -100.0},
+		"accountConcurrency":  {"many", 50.0},
+		"reservedConcurrency": {"counter-processor", "counter-processor=ten", map[string]any{"counter-processor": 2.5}, 7.0},
+	} {
+		for _, v := range bad {
+			_, err := propsFromContext(appWith(map[string]any{key: v}))
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s=%v: error %v, want one naming %s", key, v, err, key)
+			}
 		}
 	}
 }

@@ -26,6 +26,10 @@ type APIProps struct {
 	JWTAudience  []string
 	LogRetention awslogs.RetentionDays
 	Protect      bool
+	// ThrottleRate and ThrottleBurst are the stage's default route
+	// throttling, for all callers together.
+	ThrottleRate  float64
+	ThrottleBurst int
 }
 
 // API owns the HTTP API: one route per declaration, each integrated with its
@@ -60,6 +64,12 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		// Metrics per route (requests, 5xx, latency) for the alarms and
 		// the dashboards; CloudWatch bills them as custom metrics.
 		DetailedMetricsEnabled: jsii.Bool(true),
+		// Caps the total before any Lambda runs: a flood answers 429 here
+		// instead of taking the account's concurrency from the processors.
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(props.ThrottleRate),
+			BurstLimit: jsii.Number(float64(props.ThrottleBurst)),
+		},
 	})
 	a.URL = stage.Url()
 
@@ -111,6 +121,9 @@ func (a *API) playerAuthorizer(props APIProps) awsapigatewayv2.IHttpRouteAuthori
 	suppress(a.UserPool, "COG3", "Threat protection (ENFORCED advanced security) needs the Cognito Plus plan, "+
 		"billed per monthly active user; this pool is a starting point and production deployments are "+
 		"expected to enable it or bring their own issuer (jwtIssuer).")
+	suppress(a.UserPool, "COG8", "The Plus feature plan (threat protection) is billed per monthly active user; "+
+		"the pool uses Essentials as a starting point, and production deployments choose Plus or bring their own "+
+		"issuer (jwtIssuer).")
 	// A public client: game apps cannot keep a secret.
 	a.UserPoolClient = a.UserPool.AddClient(jsii.String("GameClient"), &awscognito.UserPoolClientOptions{
 		AuthFlows:                  &awscognito.AuthFlow{UserSrp: jsii.Bool(true)},

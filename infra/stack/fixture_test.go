@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
@@ -31,6 +33,9 @@ type synthesized struct {
 	// assertions matchers cannot express (e.g. comparing two resources).
 	resources map[string]resource
 	outputs   map[string]any
+	// sizes counts the resources of the stack and of each nested stack,
+	// by construct path: CloudFormation deploys at most 500 a stack.
+	sizes map[string]int
 }
 
 type resource struct {
@@ -52,7 +57,13 @@ const (
 	prodIssuer   = "https://auth.example.com/"
 	prodAudience = "rally-game"
 	prodEmail    = "oncall@example.com"
+	// The prod fixture's stage throttling and reservations, given as
+	// context would give them.
+	prodThrottleRate  = 250.5
+	prodThrottleBurst = 600
 )
+
+var prodReserved = map[string]int{"counter-processor": 120}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -89,15 +100,18 @@ func setUp(tmp string) error {
 	}
 	prodRoutes := prodDeclarations()
 	prodStack, err := stack.New(app, "Rally-prod", stack.Props{
-		Routes:       prodRoutes,
-		Stage:        "prod",
-		Protect:      true,
-		BuildDir:     buildDir,
-		JWTIssuer:    prodIssuer,
-		JWTAudience:  []string{prodAudience},
-		RedisEngine:  stack.EngineRedis,
-		LogRetention: awslogs.RetentionDays_THREE_MONTHS,
-		AlarmEmail:   prodEmail,
+		Routes:        prodRoutes,
+		Stage:         "prod",
+		Protect:       true,
+		BuildDir:      buildDir,
+		JWTIssuer:     prodIssuer,
+		JWTAudience:   []string{prodAudience},
+		RedisEngine:   stack.EngineRedis,
+		LogRetention:  awslogs.RetentionDays_THREE_MONTHS,
+		AlarmEmail:    prodEmail,
+		ThrottleRate:  prodThrottleRate,
+		ThrottleBurst: prodThrottleBurst,
+		Reserved:      prodReserved,
 	})
 	if err != nil {
 		return err
@@ -105,6 +119,9 @@ func setUp(tmp string) error {
 	// LogIgnores turns every suppressed finding into an info annotation, so
 	// the tests can tell the checks ran.
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{
+		LogIgnores: jsii.Bool(true), Reports: jsii.Bool(false),
+	}), nil)
+	awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(&cdknag.NagPackProps{
 		LogIgnores: jsii.Bool(true), Reports: jsii.Bool(false),
 	}), nil)
 	if dev, err = synthesize(devStack, routes.All(), routes.Processors()); err != nil {
@@ -133,8 +150,38 @@ func synthesize(s *stack.Stack, rs []routes.Route, ps []routes.Processor) (out *
 			err = fmt.Errorf("synthesize %s: %v", *s.StackName(), r)
 		}
 	}()
-	template := assertions.Template_FromStack(s.Stack, nil)
-	raw, err := json.Marshal(template.ToJSON())
+	parent, err := templateJSON(assertions.Template_FromStack(s.Stack, nil))
+	if err != nil {
+		return nil, err
+	}
+	merged := map[string]any{}
+	maps.Copy(merged, parent)
+	resources := maps.Clone(parent["Resources"].(map[string]any))
+	sizes := map[string]int{*s.StackName(): len(resources)}
+	// Each nested stack's resources join the parent's, with every
+	// reference to a parameter replaced by the parent's value for it, so
+	// the tests read one template as if nothing were nested.
+	for _, nested := range nestedStacks(s) {
+		child, err := templateJSON(assertions.Template_FromStack(nested, nil))
+		if err != nil {
+			return nil, err
+		}
+		id := logicalID(resolve(s.Stack, nested.NestedStackResource().Ref()))
+		stackResource, _ := resources[id].(map[string]any)
+		props, _ := stackResource["Properties"].(map[string]any)
+		params, _ := props["Parameters"].(map[string]any)
+		inner, _ := substitute(child["Resources"], params).(map[string]any)
+		sizes[*nested.Node().Path()] = len(inner)
+		for rid, r := range inner {
+			if _, dup := resources[rid]; dup {
+				return nil, fmt.Errorf("nested stack %s: logical id %s is also the parent's", *nested.Node().Path(), rid)
+			}
+			resources[rid] = r
+		}
+	}
+	merged["Resources"] = resources
+	template := assertions.Template_FromJSON(&merged, nil)
+	raw, err := json.Marshal(merged)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +194,60 @@ func synthesize(s *stack.Stack, rs []routes.Route, ps []routes.Processor) (out *
 	}
 	return &synthesized{
 		stack: s, template: template, routes: rs, processors: ps, consumers: routes.Consumers(),
-		resources: doc.Resources, outputs: doc.Outputs,
+		resources: doc.Resources, outputs: doc.Outputs, sizes: sizes,
 	}, nil
+}
+
+func templateJSON(t assertions.Template) (map[string]any, error) {
+	raw, err := json.Marshal(t.ToJSON())
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(raw, &out)
+}
+
+// nestedStacks are the stacks nested in s, at any depth.
+func nestedStacks(s *stack.Stack) []awscdk.NestedStack {
+	var out []awscdk.NestedStack
+	for _, c := range *s.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		if n, ok := c.(awscdk.NestedStack); ok && *awscdk.NestedStack_IsNestedStack(c) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func resolve(s awscdk.Stack, token *string) any {
+	raw, _ := json.Marshal(s.Resolve(token))
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return v
+}
+
+// substitute replaces each {"Ref": parameter} in v with the parameter's
+// value in params.
+func substitute(v any, params map[string]any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if ref, ok := v["Ref"].(string); ok && len(v) == 1 {
+			if p, ok := params[ref]; ok {
+				return p
+			}
+		}
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = substitute(x, params)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = substitute(x, params)
+		}
+		return out
+	}
+	return v
 }
 
 // fakeBuild stands in for `make build`: the stack only needs each

@@ -45,6 +45,9 @@ type FunctionsProps struct {
 	Analytics    *Analytics
 	LogRetention awslogs.RetentionDays
 	Protect      bool
+	// Reserved is the reserved concurrency of the processors and
+	// consumers, by function (stack.Reserved).
+	Reserved map[string]int
 }
 
 // Functions owns one Lambda per declared route and processor function, each
@@ -218,6 +221,11 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		LogGroup:     logs,
 		Environment:  &env,
 	}
+	if n, ok := props.Reserved[s.name]; ok {
+		// Routes share what the reservations leave; a processor keeps its
+		// own share whatever the routes take (and takes no more).
+		fp.ReservedConcurrentExecutions = jsii.Number(float64(n))
+	}
 	if s.uses.Redis {
 		env["RALLY_REDIS_URL"] = props.Cache.URL
 		env["RALLY_REDIS_CLUSTER"] = jsii.String("true")
@@ -250,11 +258,13 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 
 	fn := awslambda.NewFunction(scope, jsii.String("Function"), fp)
 	for _, t := range tablesOf(s.uses) {
+		// Exactly the actions of the declared class, on the table and its
+		// indexes (Grant adds <table ARN>/index/* when it has any).
+		actions := routes.TableReadActions
 		if writes[t.Name] {
-			props.Data.Table(t).GrantReadWriteData(fn)
-		} else {
-			props.Data.Table(t).GrantReadData(fn)
+			actions = append(slices.Clone(actions), routes.TableWriteActions...)
 		}
+		props.Data.Table(t).Grant(fn, *jsii.Strings(actions...)...)
 	}
 	if s.uses.Secrets {
 		f.CursorSecret.GrantRead(fn, nil)
@@ -263,7 +273,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		props.Analytics.GrantPutRecords(fn)
 	}
 	for _, t := range s.uses.Streams {
-		props.Data.Table(t).GrantStreamRead(fn)
+		props.Data.Table(t).GrantStream(fn, *jsii.Strings(routes.StreamReadActions...)...)
 	}
 	suppress(role, "IAM5", "Only actions without resource-level permissions use Resource '*': "+
 		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+
@@ -271,6 +281,10 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		"The stack tests assert no other action is granted on '*'.", "Resource::*")
 	suppress(role, "IAM5", "Functions may query every secondary index of a table they are granted; "+
 		"index ARNs are <table ARN>/index/<name>.", indexWildcard)
+	suppressServerless(fn, "LambdaDLQ", "No invocation of this function loses data without one: routes are invoked "+
+		"synchronously by API Gateway, stream processors by event source mappings whose failed batches go to the "+
+		"processor's dead-letter queue, the dlq-archiver by SQS (a failed message stays in its queue). The only "+
+		"asynchronous invocation is a processor's scheduled tick, which carries no records; the next tick repeats it.")
 	f.byName[s.name] = fn
 	if s.uses.Processors || s.uses.Invokes {
 		f.linked = append(f.linked, s)

@@ -9,7 +9,17 @@ import (
 // construct and its children. appliesTo narrows a granular rule (IAM5) to
 // the listed findings: strings, or *cdknag.RegexAppliesTo.
 func suppress(construct any, rule, reason string, appliesTo ...any) {
-	s := &cdknag.NagPackSuppression{Id: jsii.String("AwsSolutions-" + rule), Reason: jsii.String(reason)}
+	suppressRule(construct, "AwsSolutions-"+rule, reason, appliesTo...)
+}
+
+// suppressServerless records why a cdk-nag Serverless finding does not
+// apply to construct and its children.
+func suppressServerless(construct any, rule, reason string) {
+	suppressRule(construct, "Serverless-"+rule, reason)
+}
+
+func suppressRule(construct any, id, reason string, appliesTo ...any) {
+	s := &cdknag.NagPackSuppression{Id: jsii.String(id), Reason: jsii.String(reason)}
 	if len(appliesTo) > 0 {
 		s.AppliesTo = &appliesTo
 	}

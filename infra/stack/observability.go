@@ -137,6 +137,10 @@ type Declared struct {
 type Observability struct {
 	constructs.Construct
 	Topic awssns.Topic
+	// Alarms is the nested stack that holds every alarm: an alarm or two
+	// per route, table and processor would otherwise spend a third of
+	// CloudFormation's 500 resources a stack.
+	Alarms awscdk.NestedStack
 	// Dashboards are by feature.
 	Dashboards map[routes.Feature]awscloudwatch.Dashboard
 }
@@ -159,10 +163,16 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 	})
 	if props.AlarmEmail != "" {
 		o.Topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
+		suppressServerless(o.Topic, "SNSRedrivePolicy", "The only subscription is the on-call email address: "+
+			"an undelivered email cannot be replayed from a queue, and every alarm stays in ALARM, visible in "+
+			"CloudWatch, until it recovers (which notifies again).")
 	}
 	notify := awscloudwatchactions.NewSnsAction(o.Topic)
+	o.Alarms = awscdk.NewNestedStack(o.Construct, jsii.String("AlarmStack"), &awscdk.NestedStackProps{
+		Description: jsii.String("Rally " + props.Stage + ": alarms (they notify the parent stack's alarm topic)"),
+	})
 	alarm := func(id string, metric awscloudwatch.IMetric, threshold float64, periods float64, description string) {
-		a := awscloudwatch.NewAlarm(o.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
+		a := awscloudwatch.NewAlarm(o.Alarms, jsii.String(id), &awscloudwatch.AlarmProps{
 			Metric:             metric,
 			Threshold:          jsii.Number(threshold),
 			EvaluationPeriods:  jsii.Number(periods),

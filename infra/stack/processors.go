@@ -85,6 +85,9 @@ func NewProcessors(scope constructs.Construct, id string, props ProcessorsProps)
 				ReportBatchItemFailures: jsii.Bool(true),
 			}))
 		}
+		suppressServerless(archiver, "LambdaEventSourceMappingDestination", "These mappings read the processors' "+
+			"dead-letter queues, and SQS mappings take no on-failure destination: a message the archiver cannot "+
+			"archive stays in its queue for another try (ReportBatchItemFailures) and keeps the queue's depth alarm on.")
 	}
 	return p
 }
@@ -105,12 +108,15 @@ func (p *Processors) newFunction(proc routes.Processor, fn awslambda.Function, p
 	})
 	suppress(dlq, "SQS3", "This queue is itself a dead-letter queue: the on-failure destination of "+
 		proc.Function+"'s event source mappings.")
+	suppressServerless(dlq, "SQSRedrivePolicy", "This queue is itself the dead-letter queue of "+proc.Function+
+		": a message the dlq-archiver cannot archive stays here (14 days) for another try, with an alarm on the "+
+		"queue's depth, rather than moving on to a queue nobody reads.")
 	p.dlqs[proc.Function] = dlq
 	if proc.Tick > 0 {
 		// The stream only invokes a processor when records arrive; the
 		// schedule invokes it with none, so it repairs Redis after an
 		// outage and refreshes snapshots even when nothing is written.
-		awsevents.NewRule(p.Construct, jsii.String(cid+"Tick"), &awsevents.RuleProps{
+		tick := awsevents.NewRule(p.Construct, jsii.String(cid+"Tick"), &awsevents.RuleProps{
 			Description: jsii.String("Invoke " + proc.Function + " with no records: Redis repair and snapshots"),
 			Schedule:    awsevents.Schedule_Rate(seconds(proc.Tick)),
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
@@ -118,6 +124,9 @@ func (p *Processors) newFunction(proc routes.Processor, fn awslambda.Function, p
 				RetryAttempts: jsii.Number(0),
 			})},
 		})
+		suppressServerless(tick, "EventBusDLQ", "The tick's input is an empty batch: a failed delivery loses nothing, "+
+			"and the next tick, a minute later, does the same work. Failing ticks raise the processor's Errors and "+
+			"BatchFailures alarms.")
 	}
 	return dlq
 }

@@ -107,6 +107,34 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		change: func(p *stack.Props) { p.RedisEngine = "memcached" },
 		want:   []string{`redis engine "memcached"`},
 	}, {
+		name:   "negative stage throttling",
+		change: func(p *stack.Props) { p.ThrottleRate, p.ThrottleBurst = -1, -5 },
+		want:   []string{"throttleRate -1 must be a positive number", "throttleBurst -5 must be a positive number"},
+	}, {
+		name:   "a reservation for a route",
+		change: func(p *stack.Props) { p.Reserved = map[string]int{routes.PutGame.Function: 5} },
+		want:   []string{"reservedConcurrency names put-game, which is no stream processor or queue consumer"},
+	}, {
+		name:   "no concurrency at all",
+		change: func(p *stack.Props) { p.Reserved = map[string]int{routes.CounterProcessor.Function: 0} },
+		want:   []string{"function counter-processor: reserved concurrency 0 must be at least 1"},
+	}, {
+		name:   "fewer invocations than streams",
+		change: func(p *stack.Props) { p.Reserved = map[string]int{routes.AnalyticsShipper.Function: 2} },
+		want:   []string{"function analytics-shipper: reserved concurrency 2 is less than the 3 streams it reads"},
+	}, {
+		name: "one function with two reservations",
+		change: func(p *stack.Props) {
+			other := processorOn(routes.CounterProcessor.Function, schema.Scores)
+			other.Reserved = 7
+			p.Processors = []routes.Processor{routes.CounterProcessor, other}
+		},
+		want: []string{"processor counter-processor: its declarations disagree on Reserved (50, 7)"},
+	}, {
+		name:   "reservations an account cannot give",
+		change: func(p *stack.Props) { p.AccountConcurrency = 200 },
+		want:   []string{"an account with 200 concurrent executions may reserve at most 100", "lower reservedConcurrency or raise the quota"},
+	}, {
 		name:   "functions not built",
 		change: func(p *stack.Props) { p.BuildDir = t.TempDir() },
 		want:   []string{"function favorite-game has no build", "run make build"},

@@ -9,6 +9,8 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,6 +36,28 @@ var ErrInvalidProps = errors.New("stack: invalid props")
 // MaxStreamReaders is how many event source mappings may read one DynamoDB
 // stream; a third reader is throttled by the stream's shard read limits.
 const MaxStreamReaders = 2
+
+// Stage throttling defaults: what API Gateway lets through to the
+// functions, for all callers together, before any Lambda runs. A warm
+// route answers in tens of milliseconds (a degraded read in a few
+// hundred), so 1,000 requests a second keep a few hundred invocations
+// running: well inside what an account's default 1,000 concurrent
+// executions leave once the processors' reservations are taken (README,
+// Configuration). The burst, two seconds' worth, absorbs a client fleet
+// reconnecting at once. Each player's own budget (shared/ratelimit) is far
+// below; this caps the total.
+const (
+	DefaultThrottleRate  = 1000
+	DefaultThrottleBurst = 2000
+)
+
+// Lambda's concurrency limits: an account starts with 1,000 concurrent
+// executions a region, and reservations may not leave less than 100
+// unreserved (for every function without one).
+const (
+	DefaultAccountConcurrency = 1000
+	UnreservedMinimum         = 100
+)
 
 // Redis engines ElastiCache Serverless offers.
 const (
@@ -63,6 +87,19 @@ type Props struct {
 	LogRetention awslogs.RetentionDays
 	// AlarmEmail, when set, subscribes an address to the alarm topic.
 	AlarmEmail string
+	// ThrottleRate (requests a second, steady) and ThrottleBurst cap what
+	// the API's stage passes on to the functions; zero means
+	// DefaultThrottleRate and DefaultThrottleBurst.
+	ThrottleRate  float64
+	ThrottleBurst int
+	// Reserved overrides the reserved concurrency declared beside each
+	// processor and queue consumer (routes.Processor.Reserved), by
+	// function name.
+	Reserved map[string]int
+	// AccountConcurrency is the account's Lambda concurrency quota in the
+	// region (default DefaultAccountConcurrency): the reservations must
+	// leave UnreservedMinimum of it, or the deployment fails.
+	AccountConcurrency int
 
 	// Routes, Processors, Consumers and Tables default to routes.All(),
 	// routes.Processors(), routes.Consumers() and schema.Tables(); tests
@@ -125,15 +162,18 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Analytics:    s.Analytics,
 		LogRetention: props.LogRetention,
 		Protect:      props.Protect,
+		Reserved:     Reserved(props),
 	})
 	s.API = NewAPI(s.Stack, "Api", APIProps{
-		Stage:        props.Stage,
-		Routes:       props.Routes,
-		Functions:    s.Functions,
-		JWTIssuer:    props.JWTIssuer,
-		JWTAudience:  props.JWTAudience,
-		LogRetention: props.LogRetention,
-		Protect:      props.Protect,
+		Stage:         props.Stage,
+		Routes:        props.Routes,
+		Functions:     s.Functions,
+		JWTIssuer:     props.JWTIssuer,
+		JWTAudience:   props.JWTAudience,
+		LogRetention:  props.LogRetention,
+		Protect:       props.Protect,
+		ThrottleRate:  props.ThrottleRate,
+		ThrottleBurst: props.ThrottleBurst,
 	})
 	s.Processors = NewProcessors(s.Stack, "Processors", ProcessorsProps{
 		Processors: props.Processors,
@@ -189,6 +229,15 @@ func withDefaults(p Props) Props {
 	if p.LogRetention == "" {
 		p.LogRetention = awslogs.RetentionDays_ONE_MONTH
 	}
+	if p.ThrottleRate == 0 {
+		p.ThrottleRate = DefaultThrottleRate
+	}
+	if p.ThrottleBurst == 0 {
+		p.ThrottleBurst = DefaultThrottleBurst
+	}
+	if p.AccountConcurrency == 0 {
+		p.AccountConcurrency = DefaultAccountConcurrency
+	}
 	return p
 }
 
@@ -215,6 +264,13 @@ func validate(p Props) error {
 			bad("jwtIssuer %q must be an https URL", p.JWTIssuer)
 		}
 	}
+	if p.ThrottleRate < 0 || math.IsNaN(p.ThrottleRate) || math.IsInf(p.ThrottleRate, 0) {
+		bad("throttleRate %v must be a positive number of requests a second", p.ThrottleRate)
+	}
+	if p.ThrottleBurst < 0 {
+		bad("throttleBurst %d must be a positive number of requests", p.ThrottleBurst)
+	}
+	errs = append(errs, validateReserved(p)...)
 	declared := map[string]schema.Table{}
 	for _, t := range p.Tables {
 		declared[t.Name] = t
@@ -311,6 +367,67 @@ func validate(p Props) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Reserved is the reserved concurrency of every processor and queue
+// consumer function: as declared beside it, or as p.Reserved overrides it.
+func Reserved(p Props) map[string]int {
+	out := map[string]int{}
+	for _, proc := range p.Processors {
+		out[proc.Function] = int(proc.Reserved)
+	}
+	for _, c := range p.Consumers {
+		out[c.Function] = int(c.Reserved)
+	}
+	for fn, n := range p.Reserved {
+		if _, ok := out[fn]; ok {
+			out[fn] = n
+		}
+	}
+	return out
+}
+
+// validateReserved checks the reservations: each names a processor or
+// consumer, lets the function read every stream it is fed at once, and
+// all of them leave the account's unreserved minimum.
+func validateReserved(p Props) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidProps}, args...)...))
+	}
+	reserved := Reserved(p)
+	for _, fn := range slices.Sorted(maps.Keys(p.Reserved)) {
+		if _, ok := reserved[fn]; !ok {
+			bad("reservedConcurrency names %s, which is no stream processor or queue consumer", fn)
+		}
+	}
+	streams := map[string]int{}
+	declared := map[string]int32{}
+	for _, proc := range p.Processors {
+		streams[proc.Function]++
+		if first, ok := declared[proc.Function]; ok && first != proc.Reserved {
+			bad("processor %s: its declarations disagree on Reserved (%d, %d); a function has one reservation",
+				proc.Function, first, proc.Reserved)
+		}
+		declared[proc.Function] = proc.Reserved
+	}
+	total := 0
+	for _, fn := range slices.Sorted(maps.Keys(reserved)) {
+		n := reserved[fn]
+		total += n
+		switch {
+		case n < 1:
+			bad("function %s: reserved concurrency %d must be at least 1", fn, n)
+		case n < streams[fn]:
+			bad("function %s: reserved concurrency %d is less than the %d streams it reads (one invocation per shard)", fn, n, streams[fn])
+		}
+	}
+	if most := p.AccountConcurrency - UnreservedMinimum; total > most {
+		bad("the processors' reserved concurrency adds up to %d, but an account with %d concurrent executions may reserve at most %d "+
+			"(Lambda keeps %d unreserved): lower reservedConcurrency or raise the quota and set accountConcurrency",
+			total, p.AccountConcurrency, most, UnreservedMinimum)
+	}
+	return errs
 }
 
 // needsSecretsEndpoint reports whether any function runs in the VPC (it uses

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -641,6 +642,7 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 			granted := map[string]bool{}
 			writable := map[string]bool{}
 			indexGranted := map[string]bool{}
+			tableActions := map[string][]string{}
 			secretGranted := false
 			for _, st := range statementsOf(s, fn.name) {
 				actions := strs(st.Action)
@@ -669,6 +671,9 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 							indexGranted[name] = true
 						}
 						for _, a := range actions {
+							tableActions[name] = appendMissing(tableActions[name], a)
+						}
+						for _, a := range actions {
 							if slices.Contains(dynamoWrites, a) {
 								writable[name] = true
 							}
@@ -688,6 +693,14 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 				if writable[tb.Name] != writes[tb.Name] {
 					t.Errorf("%s/%s: can write %s=%v, declared write=%v", stage, fn.name, tb.Name, writable[tb.Name], writes[tb.Name])
 				}
+				want := slices.Clone(routes.TableReadActions)
+				if writes[tb.Name] {
+					want = append(want, routes.TableWriteActions...)
+				}
+				slices.Sort(want)
+				if got := slices.Sorted(slices.Values(tableActions[tb.Name])); !slices.Equal(got, want) {
+					t.Errorf("%s/%s: granted %v on %s, want exactly %v", stage, fn.name, got, tb.Name, want)
+				}
 				hasIndexes := len(tb.LocalIndexes)+len(tb.GlobalIndexes) > 0
 				if hasIndexes && !indexGranted[tb.Name] {
 					t.Errorf("%s/%s: cannot query the indexes of %s", stage, fn.name, tb.Name)
@@ -698,6 +711,13 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 			}
 		}
 	}
+}
+
+func appendMissing(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 func tablesOfUses(u routes.Uses) []schema.Table {
@@ -798,16 +818,23 @@ func TestAlarmsCoverErrorsHandledFailuresDeadLettersAndStreamLag(t *testing.T) {
 	})
 }
 
-func TestAwsSolutionsChecksPass(t *testing.T) {
+// cdk-nag's AwsSolutions and Serverless packs find nothing unsuppressed in
+// the stack or its nested stacks; every suppression says why in code.
+func TestNagChecksPass(t *testing.T) {
 	for stage, s := range both() {
+		// A nested stack is no artifact of its own: its constructs'
+		// findings are the parent's annotations.
 		annotations := assertions.Annotations_FromStack(s.stack.Stack)
-		for _, e := range *annotations.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
-			t.Errorf("%s: %s: %v", stage, *e.Id, e.Entry.Data)
-		}
-		// The suppressed findings prove the checks ran over this stack.
-		ignored := annotations.FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-IAM5.*was triggered but suppressed")))
-		if len(*ignored) == 0 {
-			t.Errorf("%s: no AwsSolutions findings recorded at all: were the checks applied?", stage)
+		for _, pack := range []string{"AwsSolutions", "Serverless"} {
+			finding := assertions.Match_StringLikeRegexp(jsii.String(pack + "-.*"))
+			for _, e := range append(*annotations.FindError(jsii.String("*"), finding), *annotations.FindWarning(jsii.String("*"), finding)...) {
+				t.Errorf("%s: %s: %v", stage, *e.Id, e.Entry.Data)
+			}
+			// The suppressed findings prove the checks ran over this stack.
+			ignored := annotations.FindInfo(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(pack+"-.*was triggered but suppressed")))
+			if len(*ignored) == 0 {
+				t.Errorf("%s: no %s findings recorded at all: were the checks applied?", stage, pack)
+			}
 		}
 	}
 }
@@ -874,6 +901,124 @@ func TestOnlyTheRedriveInvokesAndOnlyProcessors(t *testing.T) {
 				if got := logicalID(env[routes.FunctionEnvVar(p.Function)]); got != s.functionID(p.Function) {
 					t.Errorf("%s: %s is not told %s's deployed name (%v)", stage, fn, p.Function, env[routes.FunctionEnvVar(p.Function)])
 				}
+			}
+		}
+	}
+}
+
+// API Gateway caps the total a stage passes on before any Lambda runs: the
+// defaults, or what the context gives.
+func TestTheStageThrottlesEveryRouteBeforeAnyLambdaRuns(t *testing.T) {
+	for stage, want := range map[string][2]float64{
+		"dev":  {stack.DefaultThrottleRate, stack.DefaultThrottleBurst},
+		"prod": {prodThrottleRate, prodThrottleBurst},
+	} {
+		s := both()[stage]
+		check(t, stage+": stage throttling", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), like(
+				"StageName", stack.StageName,
+				"DefaultRouteSettings", like("ThrottlingRateLimit", want[0], "ThrottlingBurstLimit", want[1]),
+			))
+		})
+	}
+}
+
+// Every processor and queue consumer keeps concurrency of its own, so a
+// flood of requests cannot starve them; routes share the rest. The
+// declared reservations leave most of an account's default concurrency to
+// the routes.
+func TestProcessorsAndConsumersHaveReservedConcurrency(t *testing.T) {
+	declared := map[string]int{}
+	for _, p := range routes.Processors() {
+		declared[p.Function] = int(p.Reserved)
+	}
+	for _, c := range routes.Consumers() {
+		declared[c.Function] = int(c.Reserved)
+	}
+	total := 0
+	for _, n := range declared {
+		total += n
+	}
+	// A quarter at most: the routes keep 750 of the default 1,000 at the
+	// stage's default 1,000 requests a second.
+	if total > stack.DefaultAccountConcurrency/4 {
+		t.Errorf("the declared reservations add up to %d of an account's default %d", total, stack.DefaultAccountConcurrency)
+	}
+	t.Logf("reserved %d of %d; %d left to the routes", total, stack.DefaultAccountConcurrency, stack.DefaultAccountConcurrency-total)
+	for stage, s := range both() {
+		want := maps.Clone(declared)
+		if stage == "prod" {
+			maps.Copy(want, prodReserved)
+		}
+		for _, fn := range s.declaredFunctions() {
+			got, has := s.resources[s.functionID(fn.name)].Properties["ReservedConcurrentExecutions"]
+			n, reserved := want[fn.name]
+			switch {
+			case reserved && got != float64(n):
+				t.Errorf("%s/%s: reserved concurrency %v, want %d", stage, fn.name, got, n)
+			case !reserved && has:
+				t.Errorf("%s/%s: a route function reserves %v; routes share what is left", stage, fn.name, got)
+			}
+		}
+	}
+}
+
+// grantsOf is what fn's role may do on each declared table (not its
+// stream): the DynamoDB actions granted.
+func grantsOf(s *synthesized, fn string) map[string][]string {
+	tables := s.tableIDs()
+	out := map[string][]string{}
+	for _, st := range statementsOf(s, fn) {
+		for _, res := range resourceList(st.Resource) {
+			if strings.Contains(mustJSON(res), "StreamArn") {
+				continue
+			}
+			for _, name := range tablesIn(res, tables) {
+				for _, a := range strs(st.Action) {
+					out[name] = appendMissing(out[name], a)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The grants the end-to-end access test (infra/local/access) found wider
+// than the code's calls are narrowed: these functions may not touch what
+// they never call.
+func TestNarrowedGrantsStayNarrow(t *testing.T) {
+	for stage, s := range both() {
+		for _, fn := range []string{routes.UnfavoriteGame.Function, routes.LikePost.Function, routes.UnlikePost.Function} {
+			g := grantsOf(s, fn)
+			if _, ok := g["Idempotency"]; ok {
+				t.Errorf("%s/%s: granted Idempotency, which it never uses (no Idempotency-Key)", stage, fn)
+			}
+			if !slices.Contains(g["Reactions"], "dynamodb:UpdateItem") {
+				t.Errorf("%s/%s: cannot write its edge in Reactions: %v", stage, fn, g["Reactions"])
+			}
+		}
+		for _, fn := range []string{routes.FavoriteGame.Function, routes.ToggleLike.Function} {
+			if !slices.Contains(grantsOf(s, fn)["Idempotency"], "dynamodb:PutItem") {
+				t.Errorf("%s/%s: cannot keep Idempotency-Key records", stage, fn)
+			}
+		}
+		streak := grantsOf(s, routes.GetStreak.Function)
+		for _, a := range streak["Counters"] {
+			if slices.Contains(dynamoWrites, a) {
+				t.Errorf("%s/get-streak: may %s Counters; it only reads the cache generation", stage, a)
+			}
+		}
+		if !slices.Contains(streak["Counters"], "dynamodb:GetItem") {
+			t.Errorf("%s/get-streak: cannot read Counters: %v", stage, streak["Counters"])
+		}
+		for _, fn := range []string{routes.GetLeaderboard.Function, routes.PlayerRank.Function} {
+			if _, ok := grantsOf(s, fn)["Players"]; ok {
+				t.Errorf("%s/%s: granted Players; it shows no display names or friends", stage, fn)
+			}
+		}
+		for _, fn := range []string{routes.LeaderboardTop.Function, routes.FriendsRank.Function} {
+			if g := grantsOf(s, fn)["Players"]; !slices.Contains(g, "dynamodb:BatchGetItem") || slices.Contains(g, "dynamodb:PutItem") {
+				t.Errorf("%s/%s: Players granted %v, want read only", stage, fn, g)
 			}
 		}
 	}

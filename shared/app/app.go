@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/shared/accounts"
@@ -69,6 +70,9 @@ type Options struct {
 	RedisHooks []redis.Hook
 	// Function names the function in logs and metrics.
 	Function string
+	// APIOptions are added to every AWS client's middleware stack (e.g.
+	// recording what each call touches, in the local stack).
+	APIOptions []func(*middleware.Stack) error
 }
 
 // MustLoad builds Deps from the environment or exits with a clear message;
@@ -105,6 +109,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsCfg.APIOptions = append(awsCfg.APIOptions, opts.APIOptions...)
 	d.AWS = awsCfg
 	d.DB = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// Redis-less leaderboard reads query every index shard at once;

@@ -66,6 +66,30 @@ func (d *Deps) Bind(features ...Feature) (*Bound, error) {
 	return b, nil
 }
 
+// Serves reports whether a bound feature serves the function named fn.
+func (b *Bound) Serves(fn string) bool {
+	_, endpoint := b.handlers.Endpoints[fn]
+	_, processor := b.handlers.Processors[fn]
+	_, consumer := b.handlers.Consumers[fn]
+	return endpoint || processor || consumer
+}
+
+type functionKey struct{}
+
+// WithFunction marks ctx as an invocation of the declared function fn.
+// Every handler Bound returns does so, so what a call costs can be told
+// apart by function where many run in one process (the local stack).
+func WithFunction(ctx context.Context, fn string) context.Context {
+	return context.WithValue(ctx, functionKey{}, fn)
+}
+
+// FunctionOf names the declared function ctx is an invocation of, "" when
+// it is none.
+func FunctionOf(ctx context.Context) string {
+	fn, _ := ctx.Value(functionKey{}).(string)
+	return fn
+}
+
 // HTTP returns the Lambda handler of route r; ok is false when no bound
 // feature serves it.
 func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
@@ -75,6 +99,7 @@ func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
 	}
 	serve := b.deps.gate(r, api.Handler(api.Serve(b.deps.Log, b.deps.Metrics, e)))
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		ctx = WithFunction(ctx, r.Function)
 		if ev.RequestContext.RequestID != "" {
 			ctx = obs.WithRequestID(ctx, ev.RequestContext.RequestID)
 		}
@@ -89,14 +114,22 @@ func (b *Bound) Stream(p routes.Processor) (h streams.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	return streams.Serve(b.deps.Log, b.deps.Metrics, fn), true
+	serve := streams.Serve(b.deps.Log, b.deps.Metrics, fn)
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		return serve(WithFunction(ctx, p.Function), ev)
+	}, true
 }
 
 // Queue returns the Lambda handler of consumer c; ok is false when no
 // bound feature serves it.
 func (b *Bound) Queue(c routes.Consumer) (h QueueHandler, ok bool) {
-	h, ok = b.handlers.Consumers[c.Function]
-	return h, ok
+	consume, ok := b.handlers.Consumers[c.Function]
+	if !ok {
+		return nil, false
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		return consume(WithFunction(ctx, c.Function), ev)
+	}, true
 }
 
 // Queue binds f and returns the Lambda handler of consumer c, which f must

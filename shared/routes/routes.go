@@ -132,9 +132,21 @@ type Processor struct {
 	// time of the newest change it applied, shared/freshness): the reads
 	// of what it derives report it as as_of, and operations its lag.
 	Watermark bool
+	// Reserved is the function's reserved concurrency (every declaration
+	// of one function gives the same): a flood of requests cannot take the
+	// account's concurrency from it, and it cannot take more. A stream
+	// shard is read by one invocation at a time, so it is sized to the
+	// shards its streams may have at peak; the stack may override it
+	// (README, Configuration).
+	Reserved int32
 }
 
-var reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
+// reactionEdges are what a reaction write touches; reactionTables add the
+// Idempotency-Key records favorite-game and toggle-like keep.
+var (
+	reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
+	reactionEdges  = []schema.Table{schema.Reactions}
+)
 
 // Favorites and likes.
 var (
@@ -146,7 +158,7 @@ var (
 	UnfavoriteGame = Route{
 		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player, Budget: FavoriteBudget,
 		Summary: "Remove a game from the caller's favorites",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	ListFavorites = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
@@ -176,12 +188,12 @@ var (
 	LikePost = Route{
 		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Like a post",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	UnlikePost = Route{
 		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Remove the caller's like of a post",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Writes: reactionEdges, Redis: true},
 	}
 	ToggleLike = Route{
 		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player, Budget: LikeBudget,
@@ -195,8 +207,11 @@ var (
 	}
 )
 
+// boardReads are what a board read touches; top lists and friends ranks
+// also read Players (display names, friend lists).
 var (
-	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
+	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Counters}
+	namedReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
 	playerData = []schema.Table{schema.Players}
 )
 
@@ -224,7 +239,7 @@ var (
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "The best N players of a period",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Reads: namedReads, Redis: true},
 	}
 	PlayerRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -234,7 +249,7 @@ var (
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank among their friends",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Reads: namedReads, Redis: true},
 	}
 	PutFriends = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Budget: ServiceBudget,
@@ -271,7 +286,7 @@ var (
 	GetStreak = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's streak as they see it today, and their points balance",
-		Uses:    Uses{Reads: []schema.Table{schema.Streaks}, Writes: []schema.Table{schema.Counters}, Redis: true},
+		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
 	}
 	PointsHistory = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player, Budget: ReadBudget,
@@ -303,6 +318,9 @@ var StreakProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Streaks change once per activity: fewer partitions than Reactions
+	// or Scores.
+	Reserved: 25,
 }
 
 // Privacy. An HTTP API route has one authorizer, so an endpoint open to a
@@ -353,6 +371,8 @@ var ErasureProcessor = Processor{
 	MaxRetries:   3,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	// Erasures are rare and each is leased to one run.
+	Reserved: 5,
 }
 
 // analyticsShipper reads one stream for the analytics shipper.
@@ -372,6 +392,9 @@ func analyticsShipper(source schema.Table) Processor {
 		BatchWindow:  5 * time.Second,
 		MaxRetries:   10,
 		MaxRecordAge: 6 * time.Hour,
+		// One invocation per shard of three streams; analytics may lag
+		// behind a peak (Firehose buffers minutes anyway).
+		Reserved: 50,
 	}
 }
 
@@ -404,6 +427,8 @@ var LeaderboardProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Scores take a write per submission: one of the two busiest streams.
+	Reserved: 50,
 }
 
 // CounterProcessor keeps counts, trending windows and membership caches from
@@ -421,6 +446,9 @@ var CounterProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	// Reactions take a write per favorite and like: one of the two
+	// busiest streams.
+	Reserved: 50,
 }
 
 // All lists every HTTP route.
@@ -511,6 +539,8 @@ var JobRunner = Processor{
 	MaxRetries:   4,
 	MaxRecordAge: time.Hour,
 	Tick:         time.Minute,
+	// Jobs are few, each leased to one runner.
+	Reserved: 5,
 }
 
 // Consumer is a Lambda fed by SQS queues.
@@ -519,6 +549,8 @@ type Consumer struct {
 	Feature  Feature
 	Summary  string
 	Uses     Uses
+	// Reserved is the function's reserved concurrency, as a processor's.
+	Reserved int32
 }
 
 // DlqArchiver archives every batch a processor parks: it is fed by every
@@ -533,6 +565,9 @@ var DlqArchiver = Consumer{
 		Streams:    streamTables(),
 		Processors: true,
 	},
+	// Parked batches are rare; a message it cannot take now waits in its
+	// queue.
+	Reserved: 10,
 }
 
 // Consumers lists every queue consumer.

@@ -28,7 +28,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
@@ -107,6 +110,12 @@ type Options struct {
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
+	// Isolate binds each function on its own over the one set of clients,
+	// as Lambda runs each function in its own process: no in-process
+	// cache (board definitions, hot boards) is shared between functions,
+	// so each one's calls are its own (infra/local/access proves the
+	// grants with it). By default every feature is bound once.
+	Isolate bool
 }
 
 // Stack is a running local stack.
@@ -122,9 +131,11 @@ type Stack struct {
 	redisURL  string
 	db        *dynamodb.Client
 	names     schema.Names
+	access    *access.Recorder
 	clock     *clock.Settable
 	deps      *app.Deps
 	bound     *app.Bound
+	isolated  map[string]*app.Bound
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
 	archive   *deadletters.Archive
@@ -207,7 +218,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.deps, err = app.New(ctx, cfg, app.Options{Clock: s.clock, LogOutput: opts.Log, Function: "rally-local"}); err != nil {
+	// Every call a handler makes is recorded by function: what each one
+	// touches, to compare with what the stack grants it.
+	s.access = access.NewRecorder(s.names)
+	if s.deps, err = app.New(ctx, cfg, app.Options{
+		Clock: s.clock, LogOutput: opts.Log, Function: "rally-local",
+		APIOptions: []func(*middleware.Stack) error{s.access.APIOption},
+		RedisHooks: []redis.Hook{s.access},
+	}); err != nil {
 		return nil, fmt.Errorf("stack: build handlers: %w", err)
 	}
 	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
@@ -326,7 +344,7 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 		gr := gateway.Route{Route: r}
 		if h, ok := s.opts.Handlers[r.Function]; ok {
 			gr.Handler = h
-		} else if h, ok := s.bound.HTTP(r); ok {
+		} else if h, ok := s.boundFor(r.Function, r.Feature).HTTP(r); ok {
 			gr.Handler = h
 		} else {
 			s.unbound = append(s.unbound, r.Function)
@@ -364,14 +382,14 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	s.archive = &deadletters.Archive{DB: s.db, Table: s.names.Of(schema.DeadLetters), Clock: s.clock}
 	// What the on-failure destinations receive goes to the dlq-archiver,
 	// as the dead-letter queues deliver it in AWS.
-	archive, ok := s.bound.Queue(routes.DlqArchiver)
+	archive, ok := s.boundFor(routes.DlqArchiver.Function, routes.DlqArchiver.Feature).Queue(routes.DlqArchiver)
 	if !ok {
 		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
 		if !ok {
-			if h, ok = s.bound.Stream(proc); !ok {
+			if h, ok = s.boundFor(proc.Function, proc.Feature).Stream(proc); !ok {
 				s.unbound = append(s.unbound, proc.Function)
 				continue
 			}
@@ -396,6 +414,30 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// boundFor is what serves function fn: every feature bound once, or with
+// Isolate a binding of fn's feature for fn alone.
+func (s *Stack) boundFor(fn string, feature routes.Feature) *app.Bound {
+	if !s.opts.Isolate {
+		return s.bound
+	}
+	if b, ok := s.isolated[fn]; ok {
+		return b
+	}
+	if s.isolated == nil {
+		s.isolated = map[string]*app.Bound{}
+	}
+	for _, f := range all.Features() {
+		if f.Name != feature {
+			continue
+		}
+		if b, err := s.deps.Bind(f); err == nil && b.Serves(fn) {
+			s.isolated[fn] = b
+			return b
+		}
+	}
+	return s.bound
 }
 
 // tick invokes a processor with no records on a schedule, as the stack's
@@ -434,6 +476,10 @@ func (s *Stack) Deps() *app.Deps { return s.deps }
 
 // Bound is every feature's handlers, as the stack serves them.
 func (s *Stack) Bound() *app.Bound { return s.bound }
+
+// Access is what each function's calls have touched so far: tables and
+// indexes by action, streams, invocations, Redis.
+func (s *Stack) Access() *access.Recorder { return s.access }
 
 // DB is a DynamoDB client for the stack's tables.
 func (s *Stack) DB() *dynamodb.Client { return s.db }

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/redisserver"
 	"github.com/rallyhq/rally/infra/local/stack"
@@ -155,7 +156,10 @@ func Redis(t testing.TB) *redisserver.Server {
 // against the binary's DynamoDB Local (fresh tables for this test) and a
 // real redis-server of its own, with the state directory in t.TempDir and
 // fast retries so DLQ paths finish quickly. Fields set in opts win. The
-// stack is stopped and its tables deleted when the test ends.
+// stack is stopped and its tables deleted when the test ends, and the test
+// fails if a function touched anything its declarations do not grant it
+// (shared/routes Uses, what the CDK stack grants): that call would be
+// refused in AWS.
 func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 	t.Helper()
 	if opts.DynamoDBEndpoint == "" {
@@ -194,6 +198,9 @@ func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("testenv: stop the local stack: %v", err)
+		}
+		for _, d := range access.Denied(access.Grants(), s.Access().Uses()) {
+			t.Errorf("testenv: not granted in AWS: %s", d)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
