@@ -453,14 +453,31 @@ var CounterProcessor = Processor{
 
 // All lists every HTTP route.
 func All() []Route {
-	return []Route{
+	return withEdge(
 		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 		LikePost, UnlikePost, ToggleLike, CountLikes,
 		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
+	)
+}
+
+// withEdge adds to player routes what every function's edge uses before
+// the route's own work (shared/app's gate): Redis, where the budgets are
+// kept, and the Accounts table, where first-seen times are read and
+// recorded. A service route that uses no Redis otherwise stays out of the
+// VPC: its budget is kept in process by each instance, under the API
+// stage's throttle.
+func withEdge(rs ...Route) []Route {
+	for i, r := range rs {
+		if r.Auth != Player {
+			continue
+		}
+		rs[i].Uses.Redis = true
+		rs[i].Uses.Writes = append(slices.Clone(r.Uses.Writes), schema.Accounts)
 	}
+	return rs
 }
 
 // Watermarked lists the processors that record a watermark.
