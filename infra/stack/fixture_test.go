@@ -131,18 +131,10 @@ func setUp(tmp string) error {
 	return err
 }
 
-// prodDeclarations are the real routes, except that list-favorites also
-// uses Redis: no declared function yet both runs in the VPC and reads the
-// cursor secret, the case that needs a Secrets Manager endpoint.
-func prodDeclarations() []routes.Route {
-	out := slices.Clone(routes.All())
-	for i, r := range out {
-		if r.Function == routes.ListFavorites.Function {
-			out[i].Uses.Redis = true
-		}
-	}
-	return out
-}
+// prodDeclarations are the real routes: list-favorites both runs in the
+// VPC (its budgets are in Redis) and reads the cursor secret, the case
+// that needs a Secrets Manager endpoint.
+func prodDeclarations() []routes.Route { return slices.Clone(routes.All()) }
 
 func synthesize(s *stack.Stack, rs []routes.Route, ps []routes.Processor) (out *synthesized, err error) {
 	defer func() {

@@ -49,7 +49,12 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 			}
 			checks = append(checks, c)
 		}
-		decision := d.limiter.Allow(ctx, checks...)
+		var decision ratelimit.Decision
+		if r.BudgetsInRedis() {
+			decision = d.limiter.Allow(ctx, checks...)
+		} else {
+			decision = d.limiter.AllowInProcess(checks...)
+		}
 		if !decision.Allowed {
 			d.Metrics.Count(MetricRateLimited, 1, map[string]string{"Budget": decision.Budget})
 			out := api.Encode(api.ProblemFor(decision.Err()))

@@ -86,12 +86,27 @@ func key(name, subject string) string { return "rally:" + name + ":" + subject }
 // stop at the first refusal, so a refused request spends nothing of the
 // budgets after it.
 func (l *Limiter) Allow(ctx context.Context, checks ...Check) Decision {
+	return l.allow(ctx, true, checks)
+}
+
+// AllowInProcess is Allow with the instance's own limiter alone: for a
+// function that has no Redis.
+func (l *Limiter) AllowInProcess(checks ...Check) Decision {
+	return l.allow(context.Background(), false, checks)
+}
+
+func (l *Limiter) allow(ctx context.Context, shared bool, checks []Check) Decision {
 	out := Decision{Allowed: true, Limit: -1}
 	for _, c := range checks {
 		if c.PerMinute <= 0 || c.Subject == "" {
 			continue
 		}
-		d := l.check(ctx, c)
+		var d Decision
+		if shared {
+			d = l.check(ctx, c)
+		} else {
+			d = l.local.allow(c)
+		}
 		if !d.Allowed {
 			return d
 		}

@@ -362,7 +362,7 @@ var ErasureProcessor = Processor{
 		Reads: []schema.Table{schema.Leaderboards},
 		Writes: []schema.Table{
 			schema.Erasures, schema.Reactions, schema.Counters, schema.Idempotency, schema.Scores,
-			schema.ScoreEvents, schema.Players, schema.Streaks, schema.Activity,
+			schema.ScoreEvents, schema.Players, schema.Streaks, schema.Activity, schema.Accounts,
 		},
 		Redis: true,
 	},
@@ -463,6 +463,12 @@ func All() []Route {
 	)
 }
 
+// BudgetsInRedis reports whether r's budgets are kept in Redis: on every
+// player route, and on the service routes that use Redis anyway. The
+// others' functions have no Redis (they stay out of the VPC), so each
+// instance keeps their budgets in process.
+func (r Route) BudgetsInRedis() bool { return r.Auth == Player || r.Uses.Redis }
+
 // withEdge adds to player routes what every function's edge uses before
 // the route's own work (shared/app's gate): Redis, where the budgets are
 // kept, and the Accounts table, where first-seen times are read and
@@ -471,11 +477,13 @@ func All() []Route {
 // stage's throttle.
 func withEdge(rs ...Route) []Route {
 	for i, r := range rs {
-		if r.Auth != Player {
+		if !r.BudgetsInRedis() {
 			continue
 		}
 		rs[i].Uses.Redis = true
-		rs[i].Uses.Writes = append(slices.Clone(r.Uses.Writes), schema.Accounts)
+		if r.Auth == Player {
+			rs[i].Uses.Writes = append(slices.Clone(r.Uses.Writes), schema.Accounts)
+		}
 	}
 	return rs
 }

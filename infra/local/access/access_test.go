@@ -134,6 +134,8 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 		c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: p, Header: map[string]string{"Idempotency-Key": "open-" + p},
 			Body: map[string]any{"event_type": "DAILY_OPEN", "source": "mobile_app", "timezone": "Europe/Berlin"}}).Expect(t, 200)
 	}
+	c.Do(apitest.Call{Method: "POST", Path: "/v1/ops/activity", Service: true, Header: map[string]string{"Idempotency-Key": "won-ann"},
+		Body: map[string]any{"user_id": "ann", "event_type": "MATCH_WON", "source": "console"}}).Expect(t, 200)
 	c.Player("dee", "DELETE", "/v1/favorites/space-race", nil).Expect(t, 200)
 	c.Player("dee", "DELETE", "/v1/posts/p1/like", nil).Expect(t, 200)
 	idle()
