@@ -173,6 +173,8 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	c.Service("POST", "/v1/leaderboards/arena/scores", map[string]any{"player_id": "cyd", "match_id": "m-cyd-2", "score": 999}).Expect(t, 200)
 	c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: "cyd", Header: map[string]string{"Idempotency-Key": "share-cyd"},
 		Body: map[string]any{"event_type": "SOCIAL_SHARE", "source": "web"}}).Expect(t, 200)
+	c.Do(apitest.Call{Method: "POST", Path: "/v1/ops/activity", Service: true, Header: map[string]string{"Idempotency-Key": "played-cyd"},
+		Body: map[string]any{"user_id": "cyd", "event_type": "MATCH_PLAYED", "source": "console"}}).Expect(t, 200)
 	idle()
 	reads(true)
 	c.Service("GET", "/v1/ops/health", nil).Expect(t, 200)

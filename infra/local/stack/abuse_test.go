@@ -1,0 +1,242 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/testenv/await"
+)
+
+// loadFor is how long the mixed load runs: 60 s, or RALLY_ABUSE_SECONDS.
+func loadFor(t *testing.T) time.Duration {
+	if v := os.Getenv("RALLY_ABUSE_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 5 {
+			t.Fatalf("RALLY_ABUSE_SECONDS=%q: want whole seconds, at least 5", v)
+		}
+		return time.Duration(n) * time.Second
+	}
+	return time.Minute
+}
+
+// tally is what the load saw, by class of caller and of route.
+type tally struct {
+	mu        sync.Mutex
+	served    int
+	refused   map[string]int // by caller class
+	errors    []string
+	latencies map[string][]time.Duration // by route class
+}
+
+func (ty *tally) add(caller, route string, r apitest.Response, err error, took time.Duration) {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	switch {
+	case err != nil:
+		ty.errors = append(ty.errors, fmt.Sprintf("%s (%s): %v", r.Request, caller, err))
+	case r.Status == 429:
+		ty.refused[caller]++
+	case r.Status >= 500 || (caller == "ordinary" && r.Status >= 400):
+		ty.errors = append(ty.errors, fmt.Sprintf("%s (%s): %d %s", r.Request, caller, r.Status, r.Body))
+	default:
+		ty.served++
+	}
+	ty.latencies[route] = append(ty.latencies[route], took)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// A minute of mixed load on the local stack: 200 ordinary players, each
+// from an address of their own, favoriting, reading, recording activity
+// and having scores submitted, beside one player flooding favorites and
+// one address flooding reads for many players; Redis is killed halfway
+// and restarted empty. Only the abusers are refused, nothing answers 5xx,
+// and afterwards every count, board entry and points balance equals the
+// model of what was accepted.
+func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing.T) {
+	redis := testenv.Redis(t)
+	s := testenv.Stack(t, stack.Options{RedisURL: redis.URL()})
+	c := apitest.New(t, s)
+	c.Service("PUT", "/v1/leaderboards/brawl", map[string]any{"title": "Brawl", "policy": "best", "max_n": 1000}).Expect(t, 201)
+
+	const players = 200
+	games := []string{"g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"}
+	duration := loadFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	ty := &tally{refused: map[string]int{}, latencies: map[string][]time.Duration{}}
+	call := func(caller, route string, call apitest.Call) apitest.Response {
+		start := time.Now()
+		r, err := c.Try(call)
+		ty.add(caller, route, r, err, time.Since(start))
+		return r
+	}
+
+	// The model: each ordinary player's favorites, best score and points.
+	var mu sync.Mutex
+	favs := map[string]map[string]bool{}
+	best := map[string]int{}
+	points := map[string]int64{}
+	var wg sync.WaitGroup
+	for i := range players {
+		p, from := fmt.Sprintf("player-%03d", i), fmt.Sprintf("127.0.1.%d", 1+i%250)
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for n := 0; ctx.Err() == nil; n++ {
+				game := games[rng.IntN(len(games))]
+				switch n % 5 {
+				case 0, 1:
+					method := "POST"
+					if rng.IntN(3) == 0 {
+						method = "DELETE"
+					}
+					if r := call("ordinary", "write", apitest.Call{Method: method, Path: "/v1/favorites/" + game, As: p, From: from}); r.Status == 200 {
+						mu.Lock()
+						if favs[p] == nil {
+							favs[p] = map[string]bool{}
+						}
+						favs[p][game] = method == "POST"
+						mu.Unlock()
+					}
+				case 2:
+					call("ordinary", "read", apitest.Call{Method: "GET", Path: "/v1/games/" + game + "/favorites/count", As: p, From: from})
+				case 3:
+					var out struct {
+						Awarded int64 `json:"points_awarded"`
+					}
+					r := call("ordinary", "write", apitest.Call{Method: "POST", Path: "/v1/activity", As: p, From: from,
+						Header: map[string]string{"Idempotency-Key": fmt.Sprintf("lvl-%d", n)},
+						Body:   map[string]any{"event_type": "LEVEL_COMPLETED", "source": "mobile_app"}})
+					if r.Status == 200 && json.Unmarshal(r.Body, &out) == nil {
+						mu.Lock()
+						points[p] += out.Awarded
+						mu.Unlock()
+					}
+				case 4:
+					score := rng.IntN(10_000)
+					r := call("service", "service", apitest.Call{Method: "POST", Path: "/v1/leaderboards/brawl/scores", Service: true,
+						Body: map[string]any{"player_id": p, "match_id": fmt.Sprintf("%s-%d", p, n), "score": score}})
+					if r.Status == 200 {
+						mu.Lock()
+						best[p] = max(best[p], score)
+						mu.Unlock()
+					}
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Duration(2000+rng.IntN(2000)) * time.Millisecond):
+				}
+			}
+		})
+	}
+	// One player floods favorites; one address floods reads for 50 players.
+	for w := range 2 {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				call("abusive player", "write", apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/spam-%d-%d", w, n), As: "abuser", From: "127.0.2.1"})
+			}
+		})
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				call("abusive IP", "read", apitest.Call{Method: "GET", Path: "/v1/games/g0/favorites/count", As: fmt.Sprintf("bot-%d", n%50), From: "127.0.3.1"})
+			}
+		})
+	}
+	// Halfway, Redis dies and comes back empty.
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(duration / 2):
+		}
+		redis.Stop()
+		time.Sleep(duration / 10) // the outage under test
+		if err := redis.Start(context.Background()); err != nil {
+			t.Errorf("restart redis: %v", err)
+		}
+	})
+	wg.Wait()
+
+	for _, e := range ty.errors[:min(len(ty.errors), 20)] {
+		t.Error(e)
+	}
+	if len(ty.errors) > 0 {
+		t.Fatalf("%d requests failed", len(ty.errors))
+	}
+	for _, abuser := range []string{"abusive player", "abusive IP"} {
+		if ty.refused[abuser] == 0 {
+			t.Errorf("the %s was never refused", abuser)
+		}
+	}
+	t.Logf("%d requests served in %v; 429s: %v", ty.served, duration, ty.refused)
+	for _, route := range []string{"read", "write", "service"} {
+		t.Logf("%-7s p50 %v p99 %v over %d requests", route, percentile(ty.latencies[route], .5), percentile(ty.latencies[route], .99), len(ty.latencies[route]))
+	}
+
+	// Afterwards every count, board entry and balance equals the model.
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, gs := range favs {
+		for g, on := range gs {
+			if on {
+				want[g]++
+			}
+		}
+	}
+	for _, g := range games {
+		await.Until(t, 30*time.Second, "the count of "+g+" equals the model", func() bool {
+			var out struct {
+				Count int `json:"count"`
+			}
+			c.Player("auditor", "GET", "/v1/games/"+g+"/favorites/count", nil).Expect(t, 200).JSON(t, &out)
+			return out.Count == want[g]
+		})
+	}
+	var top struct {
+		Entries []struct {
+			PlayerID string `json:"player_id"`
+			Score    int    `json:"score"`
+		} `json:"entries"`
+	}
+	c.Player("auditor", "GET", "/v1/leaderboards/brawl/top?n=1000", nil).Expect(t, 200).JSON(t, &top)
+	if len(top.Entries) != len(best) {
+		t.Errorf("the board has %d players, the model %d", len(top.Entries), len(best))
+	}
+	for _, e := range top.Entries {
+		if best[e.PlayerID] != e.Score {
+			t.Errorf("%s: board says %d, model %d", e.PlayerID, e.Score, best[e.PlayerID])
+		}
+	}
+	for p, want := range points {
+		var out struct {
+			Total int64 `json:"total_points"`
+		}
+		c.Player(p, "GET", "/v1/users/"+p+"/streak", nil).Expect(t, 200).JSON(t, &out)
+		if out.Total != want {
+			t.Errorf("%s: %d points, model %d", p, out.Total, want)
+		}
+	}
+	if ty.refused["ordinary"]+ty.refused["service"] > 0 {
+		t.Errorf("ordinary callers were refused: %v", ty.refused)
+	}
+}
