@@ -220,7 +220,7 @@ func validate(p Props) error {
 		declared[t.Name] = t
 	}
 	checkUses := func(fn string, u routes.Uses) {
-		for _, t := range append(append([]schema.Table{}, u.Reads...), u.Writes...) {
+		for _, t := range u.Tables() {
 			if _, ok := declared[t.Name]; !ok {
 				bad("function %s uses table %s, which is not declared in schema", fn, t.Name)
 			}

@@ -22,7 +22,7 @@ const MetricOldestPendingAge = "OldestPendingErasureAgeSeconds"
 
 // Part is one place an erasure clears; each feature implements its own
 // (reactions.Eraser, leaderboards.Eraser, streaks.Eraser,
-// idempotency.Eraser, players.Eraser). Erase returns done once nothing of
+// idempotency.Eraser, players.Eraser, analytics.Eraser). Erase returns done once nothing of
 // the user is left there, and is harmless to call again; done is false,
 // with no error, while it waits on a stream processor, and a later run
 // resumes.
@@ -34,8 +34,8 @@ type Part interface {
 // Job carries out erasures: the erasure processor's handler.
 type Job struct {
 	Records *Records
-	// Parts are erased in order; the analytics secret (in the profile)
-	// goes last, so events shipped meanwhile still carry the user's PID.
+	// Parts are erased in order; the analytics secret goes last, so
+	// events shipped meanwhile still carry the user's PID.
 	Parts   []Part
 	Clock   clock.Clock
 	Log     *slog.Logger

@@ -40,9 +40,9 @@ var Erasure = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Hand
 }}
 
 // ErasureJob is the job behind the erasure processor, with every feature's
-// part in the order they are erased: the profile (and with it the
-// analytics secret) last, so events shipped meanwhile still carry the
-// user's pseudonym.
+// part in the order they are erased: the profile (with any analytics
+// secret a deployment still keeps there) and then the analytics secret
+// last, so events shipped meanwhile still carry the user's pseudonym.
 func ErasureJob(d *app.Deps) *privacy.Job {
 	awaits := &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock}
 	return &privacy.Job{
@@ -53,6 +53,7 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			streaksbind.Eraser(d),
 			&idempotency.Eraser{Store: d.Idempotency()},
 			playersbind.Eraser(d),
+			analyticsbind.Eraser(d),
 		},
 		Clock:   d.Clock,
 		Log:     d.Log,
