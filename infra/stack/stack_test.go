@@ -56,6 +56,11 @@ func (s *synthesized) declaredFunctions() []fnSpec {
 		f := &out[i]
 		f.uses.Reads = append(f.uses.Reads, p.Uses.Reads...)
 		f.uses.Writes = append(f.uses.Writes, p.Uses.Writes...)
+		for _, g := range p.Uses.Grants {
+			if !slices.ContainsFunc(f.uses.Grants, func(o routes.Grant) bool { return o.Table.Name == g.Table.Name }) {
+				f.uses.Grants = append(f.uses.Grants, g)
+			}
+		}
 		f.uses.Redis = f.uses.Redis || p.Uses.Redis
 		f.uses.Secrets = f.uses.Secrets || p.Uses.Secrets
 		f.uses.Analytics = f.uses.Analytics || p.Uses.Analytics
@@ -117,13 +122,16 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 			if env["RALLY_STAGE"] != strings.TrimPrefix(*s.stack.StackName(), "Rally-") {
 				t.Errorf("%s/%s: RALLY_STAGE=%v", stage, fn.name, env["RALLY_STAGE"])
 			}
+			if env["RALLY_FUNCTION"] != fn.name {
+				t.Errorf("%s/%s: RALLY_FUNCTION=%v, want its declared name", stage, fn.name, env["RALLY_FUNCTION"])
+			}
 			var gotTables, wantTables []string
 			for k := range env {
 				if strings.HasPrefix(k, "RALLY_TABLE_") {
 					gotTables = append(gotTables, k)
 				}
 			}
-			for _, tb := range append(append([]schema.Table{}, fn.uses.Reads...), fn.uses.Writes...) {
+			for _, tb := range fn.uses.Tables() {
 				if !slices.Contains(wantTables, tb.EnvVar()) {
 					wantTables = append(wantTables, tb.EnvVar())
 				}
@@ -562,9 +570,10 @@ var wildcardActions = []string{
 var dynamoWrites = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 type statement struct {
-	Effect   string
-	Action   any
-	Resource any
+	Effect    string
+	Action    any
+	Resource  any
+	Condition map[string]map[string]any
 }
 
 func strs(v any) []string {
@@ -638,6 +647,10 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 			for _, tb := range fn.uses.Writes {
 				writes[tb.Name] = true
 			}
+			narrow := map[string]routes.Grant{}
+			for _, g := range fn.uses.Grants {
+				narrow[g.Table.Name] = g
+			}
 			granted := map[string]bool{}
 			writable := map[string]bool{}
 			indexGranted := map[string]bool{}
@@ -662,6 +675,10 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 							if !fn.reads(name) {
 								t.Errorf("%s/%s: granted the %s stream, which it does not process", stage, fn.name, name)
 							}
+							continue
+						}
+						if g, ok := narrow[name]; ok && !reads[name] && !writes[name] {
+							checkGrant(t, stage+"/"+fn.name, g, actions, st)
 							continue
 						}
 						granted[name] = true
@@ -697,6 +714,38 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 				t.Errorf("%s/%s: can read the cursor secret=%v, uses Secrets=%v", stage, fn.name, secretGranted, fn.uses.Secrets)
 			}
 		}
+	}
+}
+
+// checkGrant asserts a narrow grant's statement allows exactly its actions,
+// on the table alone, and only its attributes (and the key) when it names
+// some.
+func checkGrant(t *testing.T, where string, g routes.Grant, actions []string, st statement) {
+	t.Helper()
+	var want []string
+	for _, a := range g.Actions {
+		want = append(want, "dynamodb:"+a)
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(actions))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: granted %v on %s, declared %v", where, got, g.Table.Name, want)
+	}
+	if strings.Contains(mustJSON(st.Resource), "/index/") || strings.Contains(mustJSON(st.Resource), "StreamArn") {
+		t.Errorf("%s: a narrow grant on %s reaches %s", where, g.Table.Name, mustJSON(st.Resource))
+	}
+	if len(g.Attributes) == 0 {
+		return
+	}
+	attrs := strs(st.Condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+	wantAttrs := append([]string{g.Table.PartitionKey.Name}, g.Attributes...)
+	slices.Sort(attrs)
+	slices.Sort(wantAttrs)
+	if !slices.Equal(attrs, wantAttrs) {
+		t.Errorf("%s: may touch attributes %v of %s, want %v", where, attrs, g.Table.Name, wantAttrs)
+	}
+	if st.Condition["StringEqualsIfExists"]["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
+		t.Errorf("%s: reads of %s are not limited to projected attributes: %v", where, g.Table.Name, st.Condition)
 	}
 }
 
