@@ -18,6 +18,10 @@ import (
 type Config struct {
 	// Stage names the deployment ("local", "prod", ...).
 	Stage string
+	// Function is the declared name of the function this process serves
+	// (favorite-game), which says what it must be configured with; empty
+	// for a process serving several (the local stack) or none (tests).
+	Function string
 	// Region is the AWS region.
 	Region string
 	// DynamoDBEndpoint overrides the DynamoDB endpoint (DynamoDB Local).
@@ -36,6 +40,8 @@ type Config struct {
 	SecretARN string
 	// CursorKey signs pagination cursors when no SecretARN is set (local).
 	CursorKey string
+	// CursorTTL is how long a pagination cursor stays valid.
+	CursorTTL time.Duration
 	// Tracing turns on X-Ray instrumentation.
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
@@ -70,6 +76,14 @@ type Config struct {
 	LambdaEndpoint string
 }
 
+// LocalStage is the stage of the local stack (`make dev`) and the default
+// when RALLY_STAGE is unset: the one stage where a function may start
+// without the secrets a deployment must give it, using local stand-ins.
+const LocalStage = "local"
+
+// Local reports whether c is the local stack's configuration.
+func (c Config) Local() bool { return c.Stage == LocalStage }
+
 // Limits are per-minute request budgets; 0 disables a budget.
 type Limits struct {
 	// FavoritesPerPlayer bounds favorite/unfavorite calls per player.
@@ -83,7 +97,8 @@ type Limits struct {
 // FromEnv reads the configuration from the process environment.
 func FromEnv() (Config, error) {
 	c := Config{
-		Stage:            env("RALLY_STAGE", "local"),
+		Stage:            env("RALLY_STAGE", LocalStage),
+		Function:         os.Getenv("RALLY_FUNCTION"),
 		Region:           env("AWS_REGION", "us-east-1"),
 		DynamoDBEndpoint: os.Getenv("RALLY_DYNAMODB_ENDPOINT"),
 		Tables:           schema.NamesFromEnv(os.Getenv("RALLY_TABLE_PREFIX")),
@@ -111,6 +126,12 @@ func FromEnv() (Config, error) {
 	}
 	if c.RedisTimeout, err = durationEnv("RALLY_REDIS_TIMEOUT", 250*time.Millisecond); err != nil {
 		return c, err
+	}
+	if c.CursorTTL, err = durationEnv("RALLY_CURSOR_TTL", 24*time.Hour); err != nil {
+		return c, err
+	}
+	if c.CursorTTL <= 0 {
+		return c, fmt.Errorf("config: RALLY_CURSOR_TTL=%s must be positive", c.CursorTTL)
 	}
 	if c.CacheCheckEvery, err = durationEnv("RALLY_CACHE_CHECK_EVERY", time.Second); err != nil {
 		return c, err
