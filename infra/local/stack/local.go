@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -40,6 +41,11 @@ func (s *Stack) localAPI() http.Handler {
 		"/_local/dlq/redrive":                      {{"POST", s.redrive}},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			gateway.Problem(w, errs.New(errs.Forbidden,
+				"the local endpoints answer only requests addressed to localhost, 127.0.0.1 or [::1], not %q", r.Host))
+			return
+		}
 		eps, ok := table[r.URL.Path]
 		if !ok {
 			gateway.Problem(w, errs.New(errs.NotFound, "no local endpoint %s", r.URL.Path))
@@ -59,6 +65,24 @@ func (s *Stack) localAPI() http.Handler {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		gateway.Problem(w, errs.New(errs.NotFound, "%s does not answer %s (use %s)", r.URL.Path, r.Method, strings.Join(allowed, ", ")))
 	})
+}
+
+// loopbackHost reports whether a request's Host header names this machine
+// by a loopback name (any port). A page on another origin can point a name
+// it controls at 127.0.0.1 (DNS rebinding) and reach the stack, but its
+// requests still carry that name: they get no tokens, no clock moves and no
+// redrives.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

@@ -389,3 +389,44 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The local endpoints mint tokens and move the clock, so they answer only
+// requests addressed to a loopback name: a page whose own host name
+// resolves to 127.0.0.1 (DNS rebinding) reaches the port, but its Host
+// header gives it away and it gets 403, with nothing done.
+func TestLocalEndpointsAnswerOnlyLoopbackHosts(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	port := strings.TrimPrefix(s.URL(), "http://localhost:")
+	send := func(host, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://127.0.0.1:"+port+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	before := s.Clock().Now()
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port, "localhost.evil.example", "10.0.0.1:" + port} {
+		if status, body := send(host, "POST", "/_local/clock", `{"advance":"240h"}`); status != 403 || !strings.Contains(body, "localhost") {
+			t.Errorf("Host %s: moving the clock answered %d %s, want 403", host, status, body)
+		}
+		if status, _ := send(host, "POST", "/_local/token", `{"sub":"mallory"}`); status != 403 {
+			t.Errorf("Host %s: minting a token answered %d, want 403", host, status)
+		}
+	}
+	if moved := s.Clock().Now().Sub(before); moved > time.Hour {
+		t.Fatalf("a refused request moved the clock by %s", moved)
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port, "127.0.0.1:" + port, "[::1]:" + port, "localhost", "[::1]"} {
+		if status, body := send(host, "GET", "/_local/clock", ""); status != 200 {
+			t.Errorf("Host %s: %d %s, want 200", host, status, body)
+		}
+	}
+}
