@@ -52,6 +52,9 @@ const (
 	prodIssuer   = "https://auth.example.com/"
 	prodAudience = "rally-game"
 	prodEmail    = "oncall@example.com"
+	// prodServiceRole is an existing role the prod fixture allows to call
+	// service routes, in place of the roles the stack would create.
+	prodServiceRole = "arn:aws:iam::123456789012:role/studio/game-backend"
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -89,15 +92,16 @@ func setUp(tmp string) error {
 	}
 	prodRoutes := prodDeclarations()
 	prodStack, err := stack.New(app, "Rally-prod", stack.Props{
-		Routes:       prodRoutes,
-		Stage:        "prod",
-		Protect:      true,
-		BuildDir:     buildDir,
-		JWTIssuer:    prodIssuer,
-		JWTAudience:  []string{prodAudience},
-		RedisEngine:  stack.EngineRedis,
-		LogRetention: awslogs.RetentionDays_THREE_MONTHS,
-		AlarmEmail:   prodEmail,
+		Routes:          prodRoutes,
+		Stage:           "prod",
+		Protect:         true,
+		BuildDir:        buildDir,
+		JWTIssuer:       prodIssuer,
+		JWTAudience:     []string{prodAudience},
+		RedisEngine:     stack.EngineRedis,
+		LogRetention:    awslogs.RetentionDays_THREE_MONTHS,
+		AlarmEmail:      prodEmail,
+		ServiceRoleARNs: []string{prodServiceRole},
 	})
 	if err != nil {
 		return err

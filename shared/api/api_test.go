@@ -98,7 +98,7 @@ func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
 		errs.Unavailable: 503, errs.Internal: 500,
 	} {
 		var emitted bytes.Buffer
-		h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) {
+		h := Serve(log, obs.NewMetrics(&emitted, "fn"), nil, func(context.Context, *Request) (Response, error) {
 			return Response{}, &errs.Error{Kind: kind, Detail: "d", Err: errors.New("secret cause"), RetryAfter: 1500 * time.Millisecond}
 		})
 		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{})
@@ -147,7 +147,7 @@ func TestServeCountsTheReadsAnsweredDegraded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var emitted bytes.Buffer
-			h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) { return tc.resp, tc.err })
+			h := Serve(log, obs.NewMetrics(&emitted, "fn"), nil, func(context.Context, *Request) (Response, error) { return tc.resp, tc.err })
 			if _, err := h(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +169,7 @@ func TestCallerComesFromTheAuthorizer(t *testing.T) {
 	iam := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
 		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::1:user/svc"},
-		}}}}
+		}}}, ServiceRoles: ServiceRoles{"arn:aws:iam::1:user/svc"}}
 	if c, err := iam.Caller(); err != nil || !c.IsService() {
 		t.Fatalf("caller %+v, %v", c, err)
 	}
@@ -179,6 +179,53 @@ func TestCallerComesFromTheAuthorizer(t *testing.T) {
 	none := &Request{}
 	if _, err := none.Player(); !errs.Is(err, errs.Unauthenticated) {
 		t.Fatalf("no authorizer: %v, want Unauthenticated", err)
+	}
+}
+
+// IAM authorization admits any principal of the account allowed to invoke
+// the API; only those on the allow-list get past Rally. A role on it admits
+// every session of it, wherever the role sits in IAM's paths.
+func TestServiceCallersMustBeOnTheAllowList(t *testing.T) {
+	allowed := ServiceRoles{
+		"arn:aws:iam::111122223333:role/rally-prod-game-server",
+		"arn:aws:iam::111122223333:role/ops/team/rally-operator",
+		"arn:aws:iam::111122223333:user/ci",
+	}
+	for arn, want := range map[string]bool{
+		"arn:aws:sts::111122223333:assumed-role/rally-prod-game-server/match-7":   true,
+		"arn:aws:sts::111122223333:assumed-role/rally-operator/alice@example.com": true,
+		"arn:aws:iam::111122223333:role/rally-prod-game-server":                   true,
+		"arn:aws:iam::111122223333:user/ci":                                       true,
+		"arn:aws:sts::111122223333:assumed-role/Admin/alice":                      false,
+		"arn:aws:sts::444455556666:assumed-role/rally-prod-game-server/x":         false,
+		"arn:aws-cn:sts::111122223333:assumed-role/rally-prod-game-server/x":      false,
+		"arn:aws:sts::111122223333:assumed-role/rally-prod-game-server":           false,
+		"arn:aws:iam::111122223333:user/rally-prod-game-server":                   false,
+		"arn:aws:iam::111122223333:root":                                          false,
+		"arn:aws:sts::111122223333:federated-user/rally-operator":                 false,
+		"": false,
+	} {
+		r := &Request{ServiceRoles: allowed, Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn, AccessKey: "ASIAEXAMPLE", CallerID: "AROAEXAMPLE:x"},
+			}}}}
+		svc, err := r.Service()
+		if got := err == nil; got != want {
+			t.Errorf("%q: allowed %v, want %v (%v)", arn, got, want, err)
+		}
+		if !want && !errs.Is(err, errs.Forbidden) {
+			t.Errorf("%q: refused with %v, want Forbidden", arn, err)
+		}
+		if want && svc != arn {
+			t.Errorf("%q: service %q", arn, svc)
+		}
+	}
+	nobody := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::1:user/svc"},
+		}}}}
+	if _, err := nobody.Caller(); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("with no allow-list: %v, want Forbidden", err)
 	}
 }
 

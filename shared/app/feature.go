@@ -73,7 +73,7 @@ func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	serve := api.Serve(b.deps.Log, b.deps.Metrics, e)
+	serve := api.Serve(b.deps.Log, b.deps.Metrics, b.deps.Config.ServiceRoles, e)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		if ev.RequestContext.RequestID != "" {
 			ctx = obs.WithRequestID(ctx, ev.RequestContext.RequestID)

@@ -34,6 +34,7 @@ func (s *Stack) localAPI() http.Handler {
 	table := map[string][]endpoint{
 		"/_local/health":                           {{"GET", s.health}},
 		"/_local/token":                            {{"POST", s.token}},
+		"/_local/assume-role":                      {{"POST", s.assumeRole}},
 		"/_local/.well-known/jwks.json":            {{"GET", s.jwks}},
 		"/_local/.well-known/openid-configuration": {{"GET", s.openIDConfiguration}},
 		"/_local/clock":                            {{"GET", s.getClock}, {"POST", s.setClock}},
@@ -190,6 +191,35 @@ func (s *Stack) token(w http.ResponseWriter, r *http.Request) error {
 		"token": tok, "token_type": "Bearer", "expires_at": exp.UTC().Format(time.RFC3339),
 		"issuer": s.jwt.Issuer(), "audience": s.jwt.Audience(),
 	})
+}
+
+// assumeRole mints temporary credentials of a session of a local role, as
+// STS AssumeRole does, for signing service routes as that role.
+func (s *Stack) assumeRole(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RoleARN string `json:"role_arn"`
+		Session string `json:"session"`
+		TTL     string `json:"ttl"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil {
+			return errs.Field("ttl", "must be a duration such as 1h")
+		}
+		ttl = d
+	}
+	if req.Session == "" {
+		req.Session = "local"
+	}
+	creds, err := s.iam.AssumeRole(req.RoleARN, req.Session, ttl)
+	if err != nil {
+		return errs.Field("role_arn", err.Error())
+	}
+	return writeJSON(w, http.StatusOK, creds)
 }
 
 func (s *Stack) jwks(w http.ResponseWriter, _ *http.Request) error {
