@@ -55,6 +55,9 @@ type Functions struct {
 	constructs.Construct
 	// CursorSecret holds the key that signs pagination cursors.
 	CursorSecret awssecretsmanager.Secret
+	// LogKeySecret holds the key of the user hashes in logs
+	// (RALLY_LOG_KEY); operators read it to find a user's log lines.
+	LogKeySecret awssecretsmanager.Secret
 	byName       map[string]awslambda.Function
 	routes       []string
 	consumers    []string
@@ -84,6 +87,16 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 		"(aws secretsmanager put-secret-value): functions sign with AWSCURRENT and still verify under "+
 		"AWSPREVIOUS, so cursors in flight stay valid. A scheduled rotation would need a rotation Lambda "+
 		"of its own, which this stack, near CloudFormation's resource limit, leaves out.")
+	f.LogKeySecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("LogKeySecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Rally " + props.Stage + ": key of the user hashes in logs (RALLY_LOG_KEY); never rotate it"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(cursorKeyLength),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal(props.Protect),
+	})
+	suppress(f.LogKeySecret, "SMG4", "The log key names users in logs by a keyed hash; rotating it would "+
+		"split a user's log lines between two hashes, so it is never rotated.")
 	added := map[string]bool{}
 	for _, r := range props.Routes {
 		if !added[r.Function] {
@@ -220,6 +233,11 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		"RALLY_FUNCTION":  jsii.String(s.name),
 		"RALLY_TRACING":   jsii.String("true"),
 		"RALLY_LOG_LEVEL": jsii.String(defaultLogLevel),
+		// Resolved at deploy time into the function's (encrypted)
+		// environment: every function hashes user ids in its logs, and
+		// reading a secret at each cold start would put a Secrets Manager
+		// endpoint in the VPC for it.
+		"RALLY_LOG_KEY": f.LogKeySecret.SecretValue().UnsafeUnwrap(),
 	}
 	fp := &awslambda.FunctionProps{
 		Description:  jsii.String(truncate(s.description, 256)),

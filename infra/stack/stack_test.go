@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -121,6 +122,13 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 			env := environment(s, fn.name)
 			if env["RALLY_STAGE"] != strings.TrimPrefix(*s.stack.StackName(), "Rally-") {
 				t.Errorf("%s/%s: RALLY_STAGE=%v", stage, fn.name, env["RALLY_STAGE"])
+			}
+			if _, has := env["RALLY_SERVICE_ROLES"]; has != s.servesServices(fn.name) {
+				t.Errorf("%s/%s: RALLY_SERVICE_ROLES set=%v, serves a service route=%v", stage, fn.name, has, s.servesServices(fn.name))
+			}
+			if key := mustJSON(env["RALLY_LOG_KEY"]); !strings.Contains(key, "resolve:secretsmanager") ||
+				!strings.Contains(key, logicalID(s.ref(s.stack.Functions.LogKeySecret.SecretArn()))) {
+				t.Errorf("%s/%s: RALLY_LOG_KEY=%s, want the log key secret resolved at deploy time", stage, fn.name, key)
 			}
 			if env["RALLY_FUNCTION"] != fn.name {
 				t.Errorf("%s/%s: RALLY_FUNCTION=%v, want its declared name", stage, fn.name, env["RALLY_FUNCTION"])
@@ -925,5 +933,72 @@ func TestOnlyTheRedriveInvokesAndOnlyProcessors(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func (s *synthesized) servesServices(fn string) bool {
+	for _, r := range s.routes {
+		if r.Function == fn && r.Auth == routes.Service {
+			return true
+		}
+	}
+	return false
+}
+
+// Service routes answer only allow-listed callers: by default the two
+// roles the stack creates, assumable within the account and allowed to
+// invoke the service routes only; or the existing roles a deployment names
+// (serviceRoleArns), and then the stack creates none.
+func TestServiceFunctionsAdmitOnlyTheStacksServiceRoles(t *testing.T) {
+	roles := dev.ofType("AWS::IAM::Role")
+	var created, createdIDs []string
+	for id, r := range dev.resources {
+		name, _ := r.Properties["RoleName"].(string)
+		if r.Type != "AWS::IAM::Role" || !strings.HasPrefix(name, "rally-test-") {
+			continue
+		}
+		created = append(created, name)
+		createdIDs = append(createdIDs, id)
+		trust := mustJSON(r.Properties["AssumeRolePolicyDocument"])
+		if !strings.Contains(trust, ":root") || strings.Contains(trust, "lambda.amazonaws.com") {
+			t.Errorf("%s: trust %s, want the account's principals", name, trust)
+		}
+		policies := mustJSON(r.Properties["Policies"])
+		for _, rt := range dev.routes {
+			path := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(rt.Path, "*")
+			granted := strings.Contains(policies, "/"+rt.Method+path+`"`)
+			if granted != (rt.Auth == routes.Service) {
+				t.Errorf("%s (%s): may invoke %s = %v", name, id, rt.Key(), granted)
+			}
+		}
+		if strings.Contains(policies, `"dynamodb:`) || strings.Count(policies, `"Action"`) != 1 {
+			t.Errorf("%s: its policy grants more than execute-api:Invoke: %s", name, policies)
+		}
+	}
+	slices.Sort(created)
+	if !slices.Equal(created, []string{"rally-test-game-server", "rally-test-operator"}) {
+		t.Fatalf("roles created for service callers: %v (of %d roles)", created, len(roles))
+	}
+	for _, fn := range dev.declaredFunctions() {
+		if !dev.servesServices(fn.name) {
+			continue
+		}
+		allowed := mustJSON(environment(dev, fn.name)["RALLY_SERVICE_ROLES"])
+		for _, id := range createdIDs {
+			if !strings.Contains(allowed, `"`+id+`"`) {
+				t.Errorf("dev/%s: RALLY_SERVICE_ROLES=%s does not name the role %s", fn.name, allowed, id)
+			}
+		}
+		if got := environment(prod, fn.name)["RALLY_SERVICE_ROLES"]; got != prodServiceRole {
+			t.Errorf("prod/%s: RALLY_SERVICE_ROLES=%v, want the given role %s", fn.name, got, prodServiceRole)
+		}
+	}
+	for _, r := range prod.resources {
+		if name, _ := r.Properties["RoleName"].(string); strings.HasPrefix(name, "rally-prod-") {
+			t.Errorf("prod, given its service roles, created %s", name)
+		}
+	}
+	if _, ok := dev.outputs["OperatorRoleArn"]; !ok {
+		t.Error("no OperatorRoleArn output")
 	}
 }

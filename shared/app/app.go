@@ -89,9 +89,13 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if out == nil {
 		out = os.Stdout
 	}
+	logKey, err := logKey(cfg)
+	if err != nil {
+		return nil, err
+	}
 	d := &Deps{
 		Config:  cfg,
-		Log:     obs.NewLogger(out, cfg.LogLevel),
+		Log:     obs.NewLogger(out, cfg.LogLevel, logKey),
 		Metrics: obs.NewMetrics(out, opts.Function),
 		Clock:   opts.Clock,
 	}
@@ -127,6 +131,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 		return nil, err
 	}
 	d.Cursors = api.Cursors{Keys: keys, Clock: d.Clock, TTL: cfg.CursorTTL}
+	if !cfg.Local() && len(cfg.ServiceRoles) == 0 && servesServices(cfg.Function) {
+		return nil, fmt.Errorf("app: %s serves service routes, but RALLY_SERVICE_ROLES (the roles allowed to call them) is not set", cfg.Function)
+	}
 	return d, nil
 }
 
@@ -144,6 +151,23 @@ func awsConfig(ctx context.Context, cfg config.Config) (aws.Config, error) {
 		obs.TraceAWS(&awsCfg)
 	}
 	return awsCfg, nil
+}
+
+// LocalLogKey keys the local stack's log hashes when RALLY_LOG_KEY is
+// unset.
+const LocalLogKey = "rally-local-log-key"
+
+// logKey keys the user hashes in logs: the deployment's RALLY_LOG_KEY, or
+// the local one; outside the local stage a function refuses to start
+// without it rather than log hashes anyone could recompute.
+func logKey(cfg config.Config) ([]byte, error) {
+	switch {
+	case cfg.LogKey != "":
+		return []byte(cfg.LogKey), nil
+	case cfg.Local():
+		return []byte(LocalLogKey), nil
+	}
+	return nil, errors.New("app: RALLY_LOG_KEY (the key of the user hashes in logs) is not set")
 }
 
 // localCursorKey signs the local stack's cursors when RALLY_CURSOR_KEY is
@@ -172,6 +196,16 @@ func cursorKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (*api
 	return api.LoadKeyring(ctx, func(ctx context.Context) ([]byte, []byte, error) {
 		return secretVersions(ctx, client, cfg.SecretARN)
 	})
+}
+
+// servesServices reports whether function serves a service route.
+func servesServices(function string) bool {
+	for _, r := range routes.All() {
+		if r.Function == function && r.Auth == routes.Service {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretReader is the part of Secrets Manager the cursor keys are read

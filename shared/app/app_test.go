@@ -21,7 +21,7 @@ import (
 func TestAFunctionThatPagesRefusesToStartWithoutTheCursorSecret(t *testing.T) {
 	ctx := context.Background()
 	opts := Options{LogOutput: io.Discard}
-	_, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", Function: routes.ListFavorites.Function}, opts)
+	_, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", LogKey: "k", Function: routes.ListFavorites.Function}, opts)
 	if err == nil || !strings.Contains(err.Error(), "RALLY_SECRET_ARN") {
 		t.Fatalf("list-favorites without its secret in prod: %v, want an error naming RALLY_SECRET_ARN", err)
 	}
@@ -32,8 +32,27 @@ func TestAFunctionThatPagesRefusesToStartWithoutTheCursorSecret(t *testing.T) {
 	if _, err := d.Cursors.Encode("s", 1); err != nil {
 		t.Fatalf("the local stage signs no cursor: %v", err)
 	}
-	if _, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", Function: routes.FavoriteGame.Function}, opts); err != nil {
+	if _, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", LogKey: "k", Function: routes.FavoriteGame.Function}, opts); err != nil {
 		t.Fatalf("a function that never pages: %v", err)
+	}
+}
+
+// A deployed function refuses to start without the key of its logs' user
+// hashes, and one serving service routes without the roles allowed to
+// call them; the local stage has stand-ins for both.
+func TestADeployedFunctionRefusesToStartWithoutItsLogKeyOrServiceRoles(t *testing.T) {
+	ctx := context.Background()
+	opts := Options{LogOutput: io.Discard}
+	_, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", Function: routes.FavoriteGame.Function}, opts)
+	if err == nil || !strings.Contains(err.Error(), "RALLY_LOG_KEY") {
+		t.Fatalf("without a log key: %v, want an error naming RALLY_LOG_KEY", err)
+	}
+	_, err = New(ctx, config.Config{Stage: "prod", Region: "us-east-1", LogKey: "k", Function: routes.SubmitScore.Function}, opts)
+	if err == nil || !strings.Contains(err.Error(), "RALLY_SERVICE_ROLES") {
+		t.Fatalf("a service route's function without its allow-list: %v, want an error naming RALLY_SERVICE_ROLES", err)
+	}
+	if _, err := New(ctx, config.Config{Stage: config.LocalStage, Region: "us-east-1", Function: routes.SubmitScore.Function}, opts); err != nil {
+		t.Fatalf("locally: %v", err)
 	}
 }
 

@@ -42,6 +42,12 @@ type Config struct {
 	CursorKey string
 	// CursorTTL is how long a pagination cursor stays valid.
 	CursorTTL time.Duration
+	// LogKey keys the hashes logs name users by (obs.UserHash); a
+	// deployment's own, from its log key secret.
+	LogKey string
+	// ServiceRoles are the IAM principals (role ARNs, matched by their
+	// sessions, or user ARNs) allowed to call service routes.
+	ServiceRoles []string
 	// Tracing turns on X-Ray instrumentation.
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
@@ -105,11 +111,17 @@ func FromEnv() (Config, error) {
 		RedisURL:         os.Getenv("RALLY_REDIS_URL"),
 		SecretARN:        os.Getenv("RALLY_SECRET_ARN"),
 		CursorKey:        os.Getenv("RALLY_CURSOR_KEY"),
+		LogKey:           os.Getenv("RALLY_LOG_KEY"),
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
 		Functions:        map[string]string{},
 		LambdaEndpoint:   os.Getenv("RALLY_LAMBDA_ENDPOINT"),
+	}
+	for _, arn := range strings.Split(os.Getenv("RALLY_SERVICE_ROLES"), ",") {
+		if arn = strings.TrimSpace(arn); arn != "" {
+			c.ServiceRoles = append(c.ServiceRoles, arn)
+		}
 	}
 	for _, fn := range routes.Functions() {
 		if deployed := os.Getenv(routes.FunctionEnvVar(fn)); deployed != "" {

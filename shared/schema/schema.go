@@ -105,6 +105,10 @@ const (
 	AttrStartedAt = "started_at"
 )
 
+// UserIDAttrs are the attributes whose value is a user id, on any table:
+// logs write these as hashes (obs.WithUsers), never as they are.
+var UserIDAttrs = []string{AttrUserID, AttrPlayerID, AttrPlayerKey, AttrOwner}
+
 // Non-key attribute names the stores name in expressions (conditions,
 // updates, projections, filters) or read from raw items. The dynamodbav
 // struct tags of the item types spell them too (tags must be literals);
