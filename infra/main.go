@@ -16,6 +16,9 @@
 //	logRetentionDays  retention of function, access and flow logs (default 30;
 //	                  one of the periods CloudWatch Logs offers).
 //	alarmEmail        optional address subscribed to the alarm topic.
+//	serviceRoleArns   existing IAM roles (or users) allowed to call the service
+//	                  routes, comma-separated or a JSON list; with none, the
+//	                  stack creates rally-<stage>-game-server and -operator.
 //	buildDir          where `make build` put <function>/bootstrap (default "build").
 //	throttleRate      requests a second the API's stage passes on, all callers
 //	                  together (default 1000); throttleBurst its burst (default 2000).
@@ -64,12 +67,13 @@ func main() {
 func propsFromContext(app awscdk.App) (stack.Props, error) {
 	c := contextValues{app}
 	p := stack.Props{
-		Stage:       c.text("stage", "dev"),
-		BuildDir:    c.text("buildDir", "build"),
-		JWTIssuer:   c.text("jwtIssuer", ""),
-		JWTAudience: c.list("jwtAudience"),
-		RedisEngine: c.text("redisEngine", stack.EngineValkey),
-		AlarmEmail:  c.text("alarmEmail", ""),
+		Stage:           c.text("stage", "dev"),
+		BuildDir:        c.text("buildDir", "build"),
+		JWTIssuer:       c.text("jwtIssuer", ""),
+		JWTAudience:     c.list("jwtAudience"),
+		RedisEngine:     c.text("redisEngine", stack.EngineValkey),
+		AlarmEmail:      c.text("alarmEmail", ""),
+		ServiceRoleARNs: c.list("serviceRoleArns"),
 	}
 	p.Protect = strings.HasPrefix(p.Stage, "prod")
 	days, err := c.number("logRetentionDays", 30)

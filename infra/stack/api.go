@@ -1,12 +1,15 @@
 package stack
 
 import (
+	"regexp"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscognito"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -30,6 +33,10 @@ type APIProps struct {
 	// throttling, for all callers together.
 	ThrottleRate  float64
 	ThrottleBurst int
+	// ServiceRoleARNs are existing roles (or users) allowed to call the
+	// service routes; when empty the API creates a game-server and an
+	// operator role for them.
+	ServiceRoleARNs []string
 }
 
 // API owns the HTTP API: one route per declaration, each integrated with its
@@ -43,6 +50,13 @@ type API struct {
 	// UserPool and UserPoolClient are nil when an external issuer is used.
 	UserPool       awscognito.UserPool
 	UserPoolClient awscognito.UserPoolClient
+	// GameServerRole and OperatorRole are the roles the API creates for
+	// service callers; nil when existing ones were given.
+	GameServerRole awsiam.Role
+	OperatorRole   awsiam.Role
+	// ServiceRoles is the allow-list of service callers the functions
+	// check (RALLY_SERVICE_ROLES): the created roles' ARNs or the given ones.
+	ServiceRoles []*string
 }
 
 // NewAPI creates the API, its authorizers and routes.
@@ -72,6 +86,7 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		},
 	})
 	a.URL = stage.Url()
+	a.serviceRoles(props)
 
 	player := a.playerAuthorizer(props)
 	service := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
@@ -90,6 +105,48 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 	}
 	return a
 }
+
+// serviceRoles creates the roles service callers assume, unless existing
+// ones were given: rally-<stage>-game-server and rally-<stage>-operator,
+// assumable by principals of this account whose own policies allow it,
+// each allowed to invoke the service routes and nothing else. The
+// functions admit only these (api.ServiceRoles): IAM authorization alone
+// lets in any principal of the account that may invoke the API.
+func (a *API) serviceRoles(props APIProps) {
+	if len(props.ServiceRoleARNs) > 0 {
+		a.ServiceRoles = *jsii.Strings(props.ServiceRoleARNs...)
+		return
+	}
+	var arns []*string
+	for _, r := range props.Routes {
+		if r.Auth == routes.Service {
+			path := pathParam.ReplaceAllString(r.Path, "*")
+			arns = append(arns, a.HttpApi.ArnForExecuteApi(jsii.String(r.Method), jsii.String(path), jsii.String(StageName)))
+		}
+	}
+	invoke := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("execute-api:Invoke"), Resources: &arns}),
+	}})
+	role := func(id, name, description string) awsiam.Role {
+		r := awsiam.NewRole(a.Construct, jsii.String(id), &awsiam.RoleProps{
+			RoleName:       jsii.String("rally-" + props.Stage + "-" + name),
+			AssumedBy:      awsiam.NewAccountRootPrincipal(),
+			Description:    jsii.String(description),
+			InlinePolicies: &map[string]awsiam.PolicyDocument{"InvokeServiceRoutes": invoke},
+		})
+		suppress(r, "IAM5", "The role may invoke each service route; a path parameter ({player_id}) is a "+
+			"wildcard segment of its execute-api ARN.", executeAPIWildcard)
+		return r
+	}
+	a.GameServerRole = role("GameServerRole", "game-server",
+		"Rally "+props.Stage+": game servers assume it to call the service routes (scores, profiles, friends, games)")
+	a.OperatorRole = role("OperatorRole", "operator",
+		"Rally "+props.Stage+": operators assume it to call the service routes (/v1/ops: health, jobs, dead letters, erasures)")
+	a.ServiceRoles = []*string{a.GameServerRole.RoleArn(), a.OperatorRole.RoleArn()}
+}
+
+// pathParam matches a route path's {parameter} segments.
+var pathParam = regexp.MustCompile(`\{[^}/]+\}`)
 
 // playerAuthorizer validates player tokens: from the external issuer when
 // one is configured, otherwise from a user pool this stack creates.

@@ -61,6 +61,9 @@ const (
 	// context would give them.
 	prodThrottleRate  = 250.5
 	prodThrottleBurst = 600
+	// prodServiceRole is an existing role the prod fixture allows to call
+	// service routes, in place of the roles the stack would create.
+	prodServiceRole = "arn:aws:iam::123456789012:role/studio/game-backend"
 )
 
 var prodReserved = map[string]int{"counter-processor": 120}
@@ -100,18 +103,19 @@ func setUp(tmp string) error {
 	}
 	prodRoutes := prodDeclarations()
 	prodStack, err := stack.New(app, "Rally-prod", stack.Props{
-		Routes:        prodRoutes,
-		Stage:         "prod",
-		Protect:       true,
-		BuildDir:      buildDir,
-		JWTIssuer:     prodIssuer,
-		JWTAudience:   []string{prodAudience},
-		RedisEngine:   stack.EngineRedis,
-		LogRetention:  awslogs.RetentionDays_THREE_MONTHS,
-		AlarmEmail:    prodEmail,
-		ThrottleRate:  prodThrottleRate,
-		ThrottleBurst: prodThrottleBurst,
-		Reserved:      prodReserved,
+		Routes:          prodRoutes,
+		Stage:           "prod",
+		Protect:         true,
+		BuildDir:        buildDir,
+		JWTIssuer:       prodIssuer,
+		JWTAudience:     []string{prodAudience},
+		RedisEngine:     stack.EngineRedis,
+		LogRetention:    awslogs.RetentionDays_THREE_MONTHS,
+		AlarmEmail:      prodEmail,
+		ThrottleRate:    prodThrottleRate,
+		ThrottleBurst:   prodThrottleBurst,
+		Reserved:        prodReserved,
+		ServiceRoleARNs: []string{prodServiceRole},
 	})
 	if err != nil {
 		return err

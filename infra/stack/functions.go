@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -57,6 +58,9 @@ type Functions struct {
 	constructs.Construct
 	// CursorSecret holds the key that signs pagination cursors.
 	CursorSecret awssecretsmanager.Secret
+	// LogKeySecret holds the key of the user hashes in logs
+	// (RALLY_LOG_KEY); operators read it to find a user's log lines.
+	LogKeySecret awssecretsmanager.Secret
 	byName       map[string]awslambda.Function
 	routes       []string
 	consumers    []string
@@ -82,9 +86,20 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 		},
 		RemovalPolicy: removal(props.Protect),
 	})
-	suppress(f.CursorSecret, "SMG4", "The cursor key only signs short-lived pagination cursors; "+
-		"rotating it invalidates every cursor in flight, so it is rotated by redeploying a new secret value "+
-		"rather than on a schedule.")
+	suppress(f.CursorSecret, "SMG4", "The cursor key is rotated by putting a new secret value "+
+		"(aws secretsmanager put-secret-value): functions sign with AWSCURRENT and still verify under "+
+		"AWSPREVIOUS, so cursors in flight stay valid. A scheduled rotation would need a rotation Lambda "+
+		"of its own, which this stack, near CloudFormation's resource limit, leaves out.")
+	f.LogKeySecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("LogKeySecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Rally " + props.Stage + ": key of the user hashes in logs (RALLY_LOG_KEY); never rotate it"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(cursorKeyLength),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal(props.Protect),
+	})
+	suppress(f.LogKeySecret, "SMG4", "The log key names users in logs by a keyed hash; rotating it would "+
+		"split a user's log lines between two hashes, so it is never rotated.")
 	added := map[string]bool{}
 	for _, r := range props.Routes {
 		if !added[r.Function] {
@@ -151,10 +166,23 @@ func unionUses(a, b routes.Uses) routes.Uses {
 	return routes.Uses{
 		Reads:     merge(a.Reads, b.Reads),
 		Writes:    merge(a.Writes, b.Writes),
+		Grants:    mergeGrants(a.Grants, b.Grants),
 		Redis:     a.Redis || b.Redis,
 		Secrets:   a.Secrets || b.Secrets,
 		Analytics: a.Analytics || b.Analytics,
 	}
+}
+
+// mergeGrants is a's grants and b's on tables a grants nothing on: the
+// declarations of one function (once per stream) repeat the same grants.
+func mergeGrants(a, b []routes.Grant) []routes.Grant {
+	out := append([]routes.Grant{}, a...)
+	for _, g := range b {
+		if !slices.ContainsFunc(out, func(o routes.Grant) bool { return o.Table.Name == g.Table.Name }) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 func appendNew(list []string, s string) []string {
@@ -205,8 +233,14 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 
 	env := map[string]*string{
 		"RALLY_STAGE":     jsii.String(props.Stage),
+		"RALLY_FUNCTION":  jsii.String(s.name),
 		"RALLY_TRACING":   jsii.String("true"),
 		"RALLY_LOG_LEVEL": jsii.String(defaultLogLevel),
+		// Resolved at deploy time into the function's (encrypted)
+		// environment: every function hashes user ids in its logs, and
+		// reading a secret at each cold start would put a Secrets Manager
+		// endpoint in the VPC for it.
+		"RALLY_LOG_KEY": f.LogKeySecret.SecretValue().UnsafeUnwrap(),
 	}
 	fp := &awslambda.FunctionProps{
 		Description:  jsii.String(truncate(s.description, 256)),
@@ -252,7 +286,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	for _, t := range s.uses.Writes {
 		writes[t.Name] = true
 	}
-	for _, t := range tablesOf(s.uses) {
+	for _, t := range s.uses.Tables() {
 		env[t.EnvVar()] = props.Data.Table(t).TableName()
 	}
 
@@ -265,6 +299,9 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 			actions = append(slices.Clone(actions), routes.TableWriteActions...)
 		}
 		props.Data.Table(t).Grant(fn, *jsii.Strings(actions...)...)
+	}
+	for _, g := range s.uses.Grants {
+		fn.AddToRolePolicy(grantStatement(props.Data.Table(g.Table), g))
 	}
 	if s.uses.Secrets {
 		f.CursorSecret.GrantRead(fn, nil)
@@ -318,7 +355,35 @@ func processorNames(ps []routes.Processor) []string {
 	return out
 }
 
-// tablesOf lists the tables u touches, each once, writes first.
+// grantStatement allows exactly g's actions on its table (no index, no
+// stream) and, when g names attributes, only on those and the key: a read
+// must project them, an update may name no other.
+func grantStatement(table awsdynamodb.Table, g routes.Grant) awsiam.PolicyStatement {
+	actions := make([]string, len(g.Actions))
+	for i, a := range g.Actions {
+		actions[i] = "dynamodb:" + a
+	}
+	st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &[]*string{table.TableArn()},
+	})
+	if len(g.Attributes) > 0 {
+		attrs := []string{g.Table.PartitionKey.Name}
+		if g.Table.SortKey != nil {
+			attrs = append(attrs, g.Table.SortKey.Name)
+		}
+		attrs = append(attrs, g.Attributes...)
+		st.AddCondition(jsii.String("ForAllValues:StringEquals"), map[string]any{"dynamodb:Attributes": attrs})
+		st.AddCondition(jsii.String("StringEqualsIfExists"), map[string]any{
+			"dynamodb:Select":       "SPECIFIC_ATTRIBUTES",
+			"dynamodb:ReturnValues": []string{"NONE", "UPDATED_OLD", "UPDATED_NEW"},
+		})
+	}
+	return st
+}
+
+// tablesOf lists the tables u reads or writes whole, each once, writes
+// first (its Grants are granted apart).
 func tablesOf(u routes.Uses) []schema.Table {
 	seen := map[string]bool{}
 	var out []schema.Table

@@ -33,3 +33,7 @@ var indexWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Z
 // versionWildcard matches lambda:InvokeFunction granted on a function's
 // versions and aliases (<function ARN>:*).
 var versionWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>:\*$/g`)}
+
+// executeAPIWildcard matches execute-api:Invoke granted on a route whose
+// path has parameters (<api ARN>/$default/PUT/v1/games/*).
+var executeAPIWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<[A-Za-z0-9]+>\/.*\*.*$/g`)}

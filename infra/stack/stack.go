@@ -100,6 +100,10 @@ type Props struct {
 	// region (default DefaultAccountConcurrency): the reservations must
 	// leave UnreservedMinimum of it, or the deployment fails.
 	AccountConcurrency int
+	// ServiceRoleARNs are existing roles allowed to call the service
+	// routes; when empty the stack creates rally-<stage>-game-server and
+	// rally-<stage>-operator.
+	ServiceRoleARNs []string
 
 	// Routes, Processors, Consumers and Tables default to routes.All(),
 	// routes.Processors(), routes.Consumers() and schema.Tables(); tests
@@ -165,16 +169,23 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Reserved:     Reserved(props),
 	})
 	s.API = NewAPI(s.Stack, "Api", APIProps{
-		Stage:         props.Stage,
-		Routes:        props.Routes,
-		Functions:     s.Functions,
-		JWTIssuer:     props.JWTIssuer,
-		JWTAudience:   props.JWTAudience,
-		LogRetention:  props.LogRetention,
-		Protect:       props.Protect,
-		ThrottleRate:  props.ThrottleRate,
-		ThrottleBurst: props.ThrottleBurst,
+		Stage:           props.Stage,
+		Routes:          props.Routes,
+		Functions:       s.Functions,
+		JWTIssuer:       props.JWTIssuer,
+		JWTAudience:     props.JWTAudience,
+		LogRetention:    props.LogRetention,
+		Protect:         props.Protect,
+		ThrottleRate:    props.ThrottleRate,
+		ThrottleBurst:   props.ThrottleBurst,
+		ServiceRoleARNs: props.ServiceRoleARNs,
 	})
+	// The functions behind service routes admit only the allow-listed
+	// callers (api.ServiceRoles).
+	allowed := awscdk.Fn_Join(jsii.String(","), &s.API.ServiceRoles)
+	for _, fn := range serviceFunctions(props.Routes) {
+		s.Functions.Get(fn).AddEnvironment(jsii.String("RALLY_SERVICE_ROLES"), allowed, nil)
+	}
 	s.Processors = NewProcessors(s.Stack, "Processors", ProcessorsProps{
 		Processors: props.Processors,
 		Archiver:   archiverOf(props.Consumers),
@@ -197,6 +208,17 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	})
 	s.addOutputs(props)
 	return s, nil
+}
+
+// serviceFunctions lists, once each, the functions serving a service route.
+func serviceFunctions(rs []routes.Route) []string {
+	var out []string
+	for _, r := range rs {
+		if r.Auth == routes.Service && !slices.Contains(out, r.Function) {
+			out = append(out, r.Function)
+		}
+	}
+	return out
 }
 
 // archiverOf is the dlq-archiver among consumers, "" when it is not
@@ -241,6 +263,8 @@ func withDefaults(p Props) Props {
 	return p
 }
 
+var serviceRoleARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$`)
+
 var stagePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 
 func validate(p Props) error {
@@ -259,6 +283,11 @@ func validate(p Props) error {
 	if (p.JWTIssuer == "") != (len(p.JWTAudience) == 0) {
 		bad("jwtIssuer and jwtAudience must be given together (or neither, for a Cognito user pool)")
 	}
+	for _, arn := range p.ServiceRoleARNs {
+		if !serviceRoleARN.MatchString(arn) {
+			bad("serviceRoleArns: %q is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)", arn)
+		}
+	}
 	if p.JWTIssuer != "" {
 		if u, err := url.Parse(p.JWTIssuer); err != nil || u.Scheme != "https" || u.Host == "" {
 			bad("jwtIssuer %q must be an https URL", p.JWTIssuer)
@@ -276,7 +305,7 @@ func validate(p Props) error {
 		declared[t.Name] = t
 	}
 	checkUses := func(fn string, u routes.Uses) {
-		for _, t := range append(append([]schema.Table{}, u.Reads...), u.Writes...) {
+		for _, t := range u.Tables() {
 			if _, ok := declared[t.Name]; !ok {
 				bad("function %s uses table %s, which is not declared in schema", fn, t.Name)
 			}
@@ -471,6 +500,11 @@ func (s *Stack) addOutputs(p Props) {
 	out("AnalyticsWorkgroup", s.Analytics.WorkGroup.Ref(), "Athena workgroup for analytics queries (named queries included)")
 	out("AnalyticsDeliveryStream", s.Analytics.StreamName, "Firehose stream the analytics shipper sends events to")
 	out("AlarmTopicArn", s.Observability.Topic.TopicArn(), "SNS topic every Rally alarm notifies")
+	out("LogKeySecretArn", s.Functions.LogKeySecret.SecretArn(), "Secret holding the key of the user hashes in logs (go run ./infra/loghash)")
+	if s.API.GameServerRole != nil {
+		out("GameServerRoleArn", s.API.GameServerRole.RoleArn(), "Role game servers assume to call the service routes")
+		out("OperatorRoleArn", s.API.OperatorRole.RoleArn(), "Role operators assume to call the service routes (/v1/ops)")
+	}
 }
 
 // removal is the removal policy of stateful resources.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -57,6 +58,11 @@ func (s *synthesized) declaredFunctions() []fnSpec {
 		f := &out[i]
 		f.uses.Reads = append(f.uses.Reads, p.Uses.Reads...)
 		f.uses.Writes = append(f.uses.Writes, p.Uses.Writes...)
+		for _, g := range p.Uses.Grants {
+			if !slices.ContainsFunc(f.uses.Grants, func(o routes.Grant) bool { return o.Table.Name == g.Table.Name }) {
+				f.uses.Grants = append(f.uses.Grants, g)
+			}
+		}
 		f.uses.Redis = f.uses.Redis || p.Uses.Redis
 		f.uses.Secrets = f.uses.Secrets || p.Uses.Secrets
 		f.uses.Analytics = f.uses.Analytics || p.Uses.Analytics
@@ -118,13 +124,23 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 			if env["RALLY_STAGE"] != strings.TrimPrefix(*s.stack.StackName(), "Rally-") {
 				t.Errorf("%s/%s: RALLY_STAGE=%v", stage, fn.name, env["RALLY_STAGE"])
 			}
+			if _, has := env["RALLY_SERVICE_ROLES"]; has != s.servesServices(fn.name) {
+				t.Errorf("%s/%s: RALLY_SERVICE_ROLES set=%v, serves a service route=%v", stage, fn.name, has, s.servesServices(fn.name))
+			}
+			if key := mustJSON(env["RALLY_LOG_KEY"]); !strings.Contains(key, "resolve:secretsmanager") ||
+				!strings.Contains(key, logicalID(s.ref(s.stack.Functions.LogKeySecret.SecretArn()))) {
+				t.Errorf("%s/%s: RALLY_LOG_KEY=%s, want the log key secret resolved at deploy time", stage, fn.name, key)
+			}
+			if env["RALLY_FUNCTION"] != fn.name {
+				t.Errorf("%s/%s: RALLY_FUNCTION=%v, want its declared name", stage, fn.name, env["RALLY_FUNCTION"])
+			}
 			var gotTables, wantTables []string
 			for k := range env {
 				if strings.HasPrefix(k, "RALLY_TABLE_") {
 					gotTables = append(gotTables, k)
 				}
 			}
-			for _, tb := range append(append([]schema.Table{}, fn.uses.Reads...), fn.uses.Writes...) {
+			for _, tb := range fn.uses.Tables() {
 				if !slices.Contains(wantTables, tb.EnvVar()) {
 					wantTables = append(wantTables, tb.EnvVar())
 				}
@@ -560,9 +576,10 @@ var wildcardActions = []string{
 var dynamoWrites = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 type statement struct {
-	Effect   string
-	Action   any
-	Resource any
+	Effect    string
+	Action    any
+	Resource  any
+	Condition map[string]map[string]any
 }
 
 func strs(v any) []string {
@@ -636,6 +653,10 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 			for _, tb := range fn.uses.Writes {
 				writes[tb.Name] = true
 			}
+			narrow := map[string]routes.Grant{}
+			for _, g := range fn.uses.Grants {
+				narrow[g.Table.Name] = g
+			}
 			granted := map[string]bool{}
 			writable := map[string]bool{}
 			indexGranted := map[string]bool{}
@@ -661,6 +682,10 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 							if !fn.reads(name) {
 								t.Errorf("%s/%s: granted the %s stream, which it does not process", stage, fn.name, name)
 							}
+							continue
+						}
+						if g, ok := narrow[name]; ok && !reads[name] && !writes[name] {
+							checkGrant(t, stage+"/"+fn.name, g, actions, st)
 							continue
 						}
 						granted[name] = true
@@ -715,6 +740,38 @@ func appendMissing(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
+}
+
+// checkGrant asserts a narrow grant's statement allows exactly its actions,
+// on the table alone, and only its attributes (and the key) when it names
+// some.
+func checkGrant(t *testing.T, where string, g routes.Grant, actions []string, st statement) {
+	t.Helper()
+	var want []string
+	for _, a := range g.Actions {
+		want = append(want, "dynamodb:"+a)
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(actions))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: granted %v on %s, declared %v", where, got, g.Table.Name, want)
+	}
+	if strings.Contains(mustJSON(st.Resource), "/index/") || strings.Contains(mustJSON(st.Resource), "StreamArn") {
+		t.Errorf("%s: a narrow grant on %s reaches %s", where, g.Table.Name, mustJSON(st.Resource))
+	}
+	if len(g.Attributes) == 0 {
+		return
+	}
+	attrs := strs(st.Condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+	wantAttrs := append([]string{g.Table.PartitionKey.Name}, g.Attributes...)
+	slices.Sort(attrs)
+	slices.Sort(wantAttrs)
+	if !slices.Equal(attrs, wantAttrs) {
+		t.Errorf("%s: may touch attributes %v of %s, want %v", where, attrs, g.Table.Name, wantAttrs)
+	}
+	if st.Condition["StringEqualsIfExists"]["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
+		t.Errorf("%s: reads of %s are not limited to projected attributes: %v", where, g.Table.Name, st.Condition)
+	}
 }
 
 func tablesOfUses(u routes.Uses) []schema.Table {
@@ -1018,5 +1075,72 @@ func TestNarrowedGrantsStayNarrow(t *testing.T) {
 				t.Errorf("%s/%s: Players granted %v, want read only", stage, fn, g)
 			}
 		}
+	}
+}
+
+func (s *synthesized) servesServices(fn string) bool {
+	for _, r := range s.routes {
+		if r.Function == fn && r.Auth == routes.Service {
+			return true
+		}
+	}
+	return false
+}
+
+// Service routes answer only allow-listed callers: by default the two
+// roles the stack creates, assumable within the account and allowed to
+// invoke the service routes only; or the existing roles a deployment names
+// (serviceRoleArns), and then the stack creates none.
+func TestServiceFunctionsAdmitOnlyTheStacksServiceRoles(t *testing.T) {
+	roles := dev.ofType("AWS::IAM::Role")
+	var created, createdIDs []string
+	for id, r := range dev.resources {
+		name, _ := r.Properties["RoleName"].(string)
+		if r.Type != "AWS::IAM::Role" || !strings.HasPrefix(name, "rally-test-") {
+			continue
+		}
+		created = append(created, name)
+		createdIDs = append(createdIDs, id)
+		trust := mustJSON(r.Properties["AssumeRolePolicyDocument"])
+		if !strings.Contains(trust, ":root") || strings.Contains(trust, "lambda.amazonaws.com") {
+			t.Errorf("%s: trust %s, want the account's principals", name, trust)
+		}
+		policies := mustJSON(r.Properties["Policies"])
+		for _, rt := range dev.routes {
+			path := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(rt.Path, "*")
+			granted := strings.Contains(policies, "/"+rt.Method+path+`"`)
+			if granted != (rt.Auth == routes.Service) {
+				t.Errorf("%s (%s): may invoke %s = %v", name, id, rt.Key(), granted)
+			}
+		}
+		if strings.Contains(policies, `"dynamodb:`) || strings.Count(policies, `"Action"`) != 1 {
+			t.Errorf("%s: its policy grants more than execute-api:Invoke: %s", name, policies)
+		}
+	}
+	slices.Sort(created)
+	if !slices.Equal(created, []string{"rally-test-game-server", "rally-test-operator"}) {
+		t.Fatalf("roles created for service callers: %v (of %d roles)", created, len(roles))
+	}
+	for _, fn := range dev.declaredFunctions() {
+		if !dev.servesServices(fn.name) {
+			continue
+		}
+		allowed := mustJSON(environment(dev, fn.name)["RALLY_SERVICE_ROLES"])
+		for _, id := range createdIDs {
+			if !strings.Contains(allowed, `"`+id+`"`) {
+				t.Errorf("dev/%s: RALLY_SERVICE_ROLES=%s does not name the role %s", fn.name, allowed, id)
+			}
+		}
+		if got := environment(prod, fn.name)["RALLY_SERVICE_ROLES"]; got != prodServiceRole {
+			t.Errorf("prod/%s: RALLY_SERVICE_ROLES=%v, want the given role %s", fn.name, got, prodServiceRole)
+		}
+	}
+	for _, r := range prod.resources {
+		if name, _ := r.Properties["RoleName"].(string); strings.HasPrefix(name, "rally-prod-") {
+			t.Errorf("prod, given its service roles, created %s", name)
+		}
+	}
+	if _, ok := dev.outputs["OperatorRoleArn"]; !ok {
+		t.Error("no OperatorRoleArn output")
 	}
 }

@@ -53,7 +53,7 @@ func newRig(t testing.TB) rig {
 }
 
 func (r rig) pseudonyms() *analytics.Pseudonyms {
-	return &analytics.Pseudonyms{DB: r.db, Table: r.names.Of(schema.Players)}
+	return &analytics.Pseudonyms{DB: r.db, Table: r.names.Of(schema.AnalyticsSecrets), Legacy: r.names.Of(schema.Players)}
 }
 
 func (r rig) shipped() *analytics.Shipped {

@@ -22,9 +22,10 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// SecretAttr is the Players attribute holding a player's analytics secret
-// (32 random bytes, binary). Erasure deletes the Players item and with it
-// the secret: the player's exported events can no longer be tied to them.
+// SecretAttr holds a user's analytics secret (32 random bytes, binary) in
+// their AnalyticsSecrets item. Deployments from before that table kept it
+// in the user's Players item, under the same name; PIDsSince moves such a
+// secret over the first time it needs it, so the user's PID stays the same.
 const SecretAttr = schema.AttrAnalyticsSecret
 
 const (
@@ -32,24 +33,33 @@ const (
 	pidHexLen   = 32
 	// secretCreators bounds the concurrent secret creations of one call.
 	secretCreators = 16
+	// settleAttempts bounds how often one user's secret is looked for
+	// again after a concurrent caller stored or moved it first.
+	settleAttempts = 8
 )
 
 // Pseudonyms computes the pseudonymous user ids (PIDs) events carry:
 // HMAC-SHA256 of the user id under the user's own secret. Secrets are read
-// fresh on every call and never cached beyond it, so an erased player's
+// fresh on every call and never cached beyond it, so an erased user's
 // secret is gone for the next batch.
 type Pseudonyms struct {
-	DB    ddb.DB
-	Table string // Players, physical name
+	DB ddb.DB
+	// Table is the AnalyticsSecrets table (physical name).
+	Table string
+	// Legacy is the Players table (physical name), where deployments kept
+	// secrets before AnalyticsSecrets existed: a user with no secret in
+	// Table but one there has it moved over (and removed from Players) in
+	// one transaction. Empty means there is nothing to move.
+	Legacy string
 	// Guard, when set, keeps an erased user's secret from coming back: a
-	// secret is created only in a transaction with Guard's check that no
-	// erasure of the user was requested at or after the user's first event
-	// in the batch. Events of an erased user shipped late (the stream runs
-	// behind the erasure) carry no PID.
+	// secret is stored (created or moved) only in a transaction with
+	// Guard's check that no erasure of the user was requested at or after
+	// the user's first event in the batch. Events of an erased user
+	// shipped late (the stream runs behind the erasure) carry no PID.
 	Guard ErasureGuard
 }
 
-// ErasureGuard is the erasure records' side of creating a secret.
+// ErasureGuard is the erasure records' side of storing a secret.
 type ErasureGuard interface {
 	// Unerased is a transaction item that holds while no erasure of user
 	// was requested at or after since.
@@ -58,8 +68,8 @@ type ErasureGuard interface {
 
 // PIDsSince returns the PID of each user whose events in hand start at
 // since[user], creating the secret of a user who has none; concurrent
-// callers creating the same secret agree on it. A user erased at or after
-// that time gets the PID "" (no secret is created for them).
+// callers creating or moving the same secret agree on it. A user erased at
+// or after that time gets the PID "" (no secret is stored for them).
 func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) (map[string]string, error) {
 	var keys []map[string]types.AttributeValue
 	seen := map[string]bool{}
@@ -72,13 +82,13 @@ func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) 
 	if len(keys) == 0 {
 		return map[string]string{}, nil
 	}
-	items, err := ddb.BatchGet(ctx, p.DB, p.Table, keys, true, schema.AttrPlayerID, SecretAttr)
+	items, err := ddb.BatchGet(ctx, p.DB, p.Table, keys, true, schema.AttrUserID, SecretAttr)
 	if err != nil {
 		return nil, fmt.Errorf("analytics: read secrets: %w", err)
 	}
 	secrets := make(map[string][]byte, len(keys))
 	for _, it := range items {
-		id, ok := it[schema.AttrPlayerID].(*types.AttributeValueMemberS)
+		id, ok := it[schema.AttrUserID].(*types.AttributeValueMemberS)
 		if !ok {
 			continue
 		}
@@ -101,7 +111,7 @@ func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) 
 	g.SetLimit(secretCreators)
 	for _, u := range missing {
 		g.Go(func() error {
-			secret, err := p.create(gctx, u, since[u])
+			secret, err := p.settle(gctx, u, since[u])
 			if err != nil {
 				return err
 			}
@@ -126,84 +136,126 @@ func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) 
 }
 
 func (p *Pseudonyms) key(user string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrUserID: ddb.S(user)}
+}
+
+func (p *Pseudonyms) legacyKey(user string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrPlayerID: ddb.S(user)}
 }
 
-// create stores a new secret unless one appeared meanwhile, and returns the
-// secret that is stored: the first writer wins, every racer reads its value.
-// With a Guard it returns nil (and creates nothing) for a user erased at or
-// after since.
-func (p *Pseudonyms) create(ctx context.Context, user string, since time.Time) ([]byte, error) {
-	fresh := make([]byte, secretBytes)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("analytics: new secret: %w", err)
+// settle returns the secret of a user the batch read found none for: the
+// one kept in Players, moved over, or else a new one; whichever a
+// concurrent caller stored first wins, and every racer returns it. It
+// returns nil, storing nothing, for a user erased at or after since.
+func (p *Pseudonyms) settle(ctx context.Context, user string, since time.Time) ([]byte, error) {
+	for attempt := range settleAttempts {
+		if attempt > 0 {
+			if err := ddb.Pause(ctx, attempt); err != nil {
+				return nil, err
+			}
+			// Someone stored it first, or changed the legacy copy.
+			stored, ok, err := p.read(ctx, p.Table, p.key(user))
+			if err != nil || ok {
+				return stored, err
+			}
+		}
+		var legacy []byte
+		if p.Legacy != "" {
+			var err error
+			if legacy, _, err = p.read(ctx, p.Legacy, p.legacyKey(user)); err != nil {
+				return nil, err
+			}
+		}
+		secret := legacy
+		if secret == nil {
+			secret = make([]byte, secretBytes)
+			if _, err := rand.Read(secret); err != nil {
+				return nil, fmt.Errorf("analytics: new secret: %w", err)
+			}
+		}
+		switch stored, err := p.store(ctx, user, since, secret, legacy != nil); {
+		case err != nil:
+			return nil, err
+		case stored == stateErased:
+			return nil, nil
+		case stored == stateStored:
+			return secret, nil
+		}
 	}
-	attr := expression.Name(SecretAttr)
-	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(
-		expression.Set(attr, expression.IfNotExists(attr, expression.Value(fresh)))))
-	if p.Guard != nil {
-		return p.createGuarded(ctx, user, since, update)
-	}
-	in := ddb.UpdateInput(p.Table, p.key(user), update)
-	in.ReturnValues = types.ReturnValueUpdatedNew
-	out, err := p.DB.UpdateItem(ctx, in)
-	if err != nil {
-		// The user id stays out of errors, which end up in logs.
-		return nil, fmt.Errorf("analytics: create secret: %w", err)
-	}
-	secret, ok, err := secretOf(out.Attributes)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, errors.New("analytics: create secret: the update returned no secret")
-	}
-	return secret, nil
+	// The user id stays out of errors, which end up in logs.
+	return nil, errors.New("analytics: a user's secret kept changing under concurrent writers")
 }
 
-// createGuarded creates the secret in one transaction with the guard's
-// check, then reads back the secret that is stored.
-func (p *Pseudonyms) createGuarded(ctx context.Context, user string, since time.Time, update expression.Expression) ([]byte, error) {
-	_, err := p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		p.Guard.Unerased(user, since),
-		{Update: ddb.TransactUpdate(p.Table, p.key(user), update)},
-	}})
-	if failed, ok := ddb.CancelledBy(err); ok && slices.Contains(failed, 0) {
-		return nil, nil // erased: no secret, no PID
+type storeState int
+
+const (
+	stateLost storeState = iota // a concurrent write came first
+	stateStored
+	stateErased
+)
+
+// store puts secret in Table unless the user has one there already, in one
+// transaction with the erasure guard and, when moved is set, with removing
+// the same secret from the user's Players item.
+func (p *Pseudonyms) store(ctx context.Context, user string, since time.Time, secret []byte, moved bool) (storeState, error) {
+	var items []types.TransactWriteItem
+	if p.Guard != nil {
+		items = append(items, p.Guard.Unerased(user, since))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("analytics: create secret: %w", err)
+	absent := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(schema.AttrUserID))))
+	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(p.Table, map[string]types.AttributeValue{
+		schema.AttrUserID: ddb.S(user),
+		SecretAttr:        &types.AttributeValueMemberB{Value: secret},
+	}, absent)})
+	if moved {
+		attr := expression.Name(SecretAttr)
+		removed := ddb.MustBuild(expression.NewBuilder().
+			WithUpdate(expression.Remove(attr)).
+			WithCondition(attr.Equal(expression.Value(secret))))
+		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(p.Legacy, p.legacyKey(user), removed)})
 	}
+	_, err := p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return stateStored, nil
+	}
+	if failed, ok := ddb.CancelledBy(err); ok {
+		if p.Guard != nil && slices.Contains(failed, 0) {
+			return stateErased, nil
+		}
+		// A condition failed or a concurrent transaction conflicted: look
+		// again.
+		return stateLost, nil
+	}
+	return stateLost, fmt.Errorf("analytics: store a secret: %w", err)
+}
+
+// read returns the secret kept in a table's item; ok is false when it has
+// none. It reads that one attribute only (the analytics shipper may read
+// no other of a Players item).
+func (p *Pseudonyms) read(ctx context.Context, table string, key map[string]types.AttributeValue) ([]byte, bool, error) {
 	projection := ddb.MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(SecretAttr))))
 	out, err := p.DB.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(p.Table), Key: p.key(user), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true),
 		ProjectionExpression: projection.Projection(), ExpressionAttributeNames: projection.Names(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("analytics: read the created secret: %w", err)
+		return nil, false, fmt.Errorf("analytics: read a secret: %w", err)
 	}
-	secret, ok, err := secretOf(out.Item)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, errors.New("analytics: create secret: no secret after the transaction")
-	}
-	return secret, nil
+	return secretOf(out.Item)
 }
 
-// secretOf reads the secret of a Players item; ok is false when it has none.
+// secretOf reads the secret of an item; ok is false when it has none.
 func secretOf(item map[string]types.AttributeValue) ([]byte, bool, error) {
 	switch v := item[SecretAttr].(type) {
 	case nil:
 		return nil, false, nil
 	case *types.AttributeValueMemberB:
 		if len(v.Value) != secretBytes {
-			return nil, false, fmt.Errorf("analytics: a player's %s has %d bytes, want %d", SecretAttr, len(v.Value), secretBytes)
+			return nil, false, fmt.Errorf("analytics: a user's %s has %d bytes, want %d", SecretAttr, len(v.Value), secretBytes)
 		}
 		return v.Value, true, nil
 	default:
-		return nil, false, fmt.Errorf("analytics: a player's %s is a %T, not binary", SecretAttr, v)
+		return nil, false, fmt.Errorf("analytics: a user's %s is a %T, not binary", SecretAttr, v)
 	}
 }
 
@@ -213,4 +265,28 @@ func PID(secret []byte, user string) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(user))
 	return hex.EncodeToString(mac.Sum(nil))[:pidHexLen]
+}
+
+// Eraser is the analytics part of an erasure: it deletes the user's
+// secret, and with it every way to compute the PID their exported events
+// carry (crypto-shredding), without rewriting the export. A secret still
+// kept in the user's Players item goes with that item (players.Eraser).
+type Eraser struct {
+	DB ddb.DB
+	// Table is the AnalyticsSecrets table (physical name).
+	Table string
+}
+
+// Name names the part in logs and metrics.
+func (e *Eraser) Name() string { return "analytics_secret" }
+
+// Erase deletes the user's secret; deleting a missing one is not an error.
+func (e *Eraser) Erase(ctx context.Context, user string) (bool, error) {
+	_, err := e.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(e.Table), Key: map[string]types.AttributeValue{schema.AttrUserID: ddb.S(user)},
+	})
+	if err != nil {
+		return false, fmt.Errorf("analytics: delete a secret: %w", err)
+	}
+	return true, nil
 }

@@ -58,12 +58,13 @@ const MetricServerErrors = "ServerErrors"
 const MetricDegradedReads = "DegradedReads"
 
 // Serve adapts an endpoint to the Lambda handler signature: it builds the
-// Request, maps errors to problems, logs failures with the request id, and
-// counts the 5xx answers and the degraded reads in metrics (nil counts
-// nothing).
-func Serve(log *slog.Logger, metrics *obs.Metrics, e Endpoint) Handler {
+// Request (service callers are checked against services), maps errors to
+// problems, logs failures with the request id, and counts the 5xx answers
+// and the degraded reads in metrics (nil counts nothing).
+func Serve(log *slog.Logger, metrics *obs.Metrics, services ServiceRoles, e Endpoint) Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req := &Request{Event: ev}
+		req := &Request{Event: ev, ServiceRoles: services}
+		ctx = obs.WithUsers(ctx, req.users()...)
 		resp, err := e(ctx, req)
 		if err != nil {
 			resp = ProblemFor(err)
@@ -83,6 +84,42 @@ func Serve(log *slog.Logger, metrics *obs.Metrics, e Endpoint) Handler {
 		}
 		return out, nil
 	}
+}
+
+// userFields are the path, query and body fields whose values are user
+// ids; friend_ids is a list of them.
+var userFields = []string{"user_id", "player_id"}
+
+// users are the user ids a request names: the calling player, and any
+// user id in its path, query or body. Logs made while serving it write
+// them as hashes (obs.WithUsers).
+func (r *Request) users() []string {
+	var ids []string
+	if auth := r.Event.RequestContext.Authorizer; auth != nil && auth.JWT != nil {
+		ids = append(ids, auth.JWT.Claims["sub"])
+	}
+	for _, f := range userFields {
+		ids = append(ids, r.Event.PathParameters[f], r.Event.QueryStringParameters[f])
+	}
+	body, err := r.Body()
+	if err != nil || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+		return ids
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ids
+	}
+	for _, f := range userFields {
+		var id string
+		if json.Unmarshal(fields[f], &id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	var friends []string
+	if json.Unmarshal(fields["friend_ids"], &friends) == nil {
+		ids = append(ids, friends...)
+	}
+	return ids
 }
 
 // degraded reports whether a successful answer says it was served without
@@ -121,6 +158,9 @@ func Encode(r Response) events.APIGatewayV2HTTPResponse {
 // Request is one API call with Rally's accessors over the Lambda event.
 type Request struct {
 	Event events.APIGatewayV2HTTPRequest
+	// ServiceRoles are the IAM principals allowed to call service routes;
+	// an IAM caller not on it is refused (403).
+	ServiceRoles ServiceRoles
 }
 
 // Path returns a path parameter.

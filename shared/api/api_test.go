@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/obs"
 )
@@ -97,7 +98,7 @@ func TestServeMapsEveryErrorKindToItsStatus(t *testing.T) {
 		errs.Unavailable: 503, errs.Internal: 500,
 	} {
 		var emitted bytes.Buffer
-		h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) {
+		h := Serve(log, obs.NewMetrics(&emitted, "fn"), nil, func(context.Context, *Request) (Response, error) {
 			return Response{}, &errs.Error{Kind: kind, Detail: "d", Err: errors.New("secret cause"), RetryAfter: 1500 * time.Millisecond}
 		})
 		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{})
@@ -146,7 +147,7 @@ func TestServeCountsTheReadsAnsweredDegraded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var emitted bytes.Buffer
-			h := Serve(log, obs.NewMetrics(&emitted, "fn"), func(context.Context, *Request) (Response, error) { return tc.resp, tc.err })
+			h := Serve(log, obs.NewMetrics(&emitted, "fn"), nil, func(context.Context, *Request) (Response, error) { return tc.resp, tc.err })
 			if _, err := h(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func TestCallerComesFromTheAuthorizer(t *testing.T) {
 	iam := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
 		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::1:user/svc"},
-		}}}}
+		}}}, ServiceRoles: ServiceRoles{"arn:aws:iam::1:user/svc"}}
 	if c, err := iam.Caller(); err != nil || !c.IsService() {
 		t.Fatalf("caller %+v, %v", c, err)
 	}
@@ -181,19 +182,69 @@ func TestCallerComesFromTheAuthorizer(t *testing.T) {
 	}
 }
 
+// IAM authorization admits any principal of the account allowed to invoke
+// the API; only those on the allow-list get past Rally. A role on it admits
+// every session of it, wherever the role sits in IAM's paths.
+func TestServiceCallersMustBeOnTheAllowList(t *testing.T) {
+	allowed := ServiceRoles{
+		"arn:aws:iam::111122223333:role/rally-prod-game-server",
+		"arn:aws:iam::111122223333:role/ops/team/rally-operator",
+		"arn:aws:iam::111122223333:user/ci",
+	}
+	for arn, want := range map[string]bool{
+		"arn:aws:sts::111122223333:assumed-role/rally-prod-game-server/match-7":   true,
+		"arn:aws:sts::111122223333:assumed-role/rally-operator/alice@example.com": true,
+		"arn:aws:iam::111122223333:role/rally-prod-game-server":                   true,
+		"arn:aws:iam::111122223333:user/ci":                                       true,
+		"arn:aws:sts::111122223333:assumed-role/Admin/alice":                      false,
+		"arn:aws:sts::444455556666:assumed-role/rally-prod-game-server/x":         false,
+		"arn:aws-cn:sts::111122223333:assumed-role/rally-prod-game-server/x":      false,
+		"arn:aws:sts::111122223333:assumed-role/rally-prod-game-server":           false,
+		"arn:aws:iam::111122223333:user/rally-prod-game-server":                   false,
+		"arn:aws:iam::111122223333:root":                                          false,
+		"arn:aws:sts::111122223333:federated-user/rally-operator":                 false,
+		"": false,
+	} {
+		r := &Request{ServiceRoles: allowed, Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn, AccessKey: "ASIAEXAMPLE", CallerID: "AROAEXAMPLE:x"},
+			}}}}
+		svc, err := r.Service()
+		if got := err == nil; got != want {
+			t.Errorf("%q: allowed %v, want %v (%v)", arn, got, want, err)
+		}
+		if !want && !errs.Is(err, errs.Forbidden) {
+			t.Errorf("%q: refused with %v, want Forbidden", arn, err)
+		}
+		if want && svc != arn {
+			t.Errorf("%q: service %q", arn, svc)
+		}
+	}
+	nobody := &Request{Event: events.APIGatewayV2HTTPRequest{RequestContext: events.APIGatewayV2HTTPRequestContext{
+		Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::1:user/svc"},
+		}}}}
+	if _, err := nobody.Caller(); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("with no allow-list: %v, want Forbidden", err)
+	}
+}
+
 func TestCursorsAreTamperEvidentAndScoped(t *testing.T) {
-	c := Cursors{Key: []byte("k")}
+	c := Cursors{Keys: NewKeyring([]byte("k"), nil)}
+	ctx := context.Background()
 	type pos struct{ A, B string }
 	cur, err := c.Encode("list:alice", pos{"x", "y"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got pos
-	if err := c.Decode("list:alice", cur, &got); err != nil || got != (pos{"x", "y"}) {
+	if err := c.Decode(ctx, "list:alice", cur, &got); err != nil || got != (pos{"x", "y"}) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
 	body, sig, _ := strings.Cut(cur, ".")
-	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"A":"z","B":"y"}`)) + "." + sig
+	raw, _ := base64.RawURLEncoding.DecodeString(body)
+	edited := append(raw[:headerLen:headerLen], []byte(`{"A":"z","B":"y"}`)...)
+	forged := base64.RawURLEncoding.EncodeToString(edited) + "." + sig
 	for name, bad := range map[string]string{
 		"other scope": cur, "forged body": forged, "no signature": body, "garbage": "!!!", "empty sig": body + ".",
 	} {
@@ -201,12 +252,98 @@ func TestCursorsAreTamperEvidentAndScoped(t *testing.T) {
 		if name == "other scope" {
 			scope = "list:bob"
 		}
-		if err := c.Decode(scope, bad, &got); !errs.Is(err, errs.Invalid) {
+		if err := c.Decode(ctx, scope, bad, &got); !errs.Is(err, errs.Invalid) {
 			t.Errorf("%s: %v, want Invalid", name, err)
 		}
 	}
-	if err := (Cursors{Key: []byte("other")}).Decode("list:alice", cur, &got); err == nil {
-		t.Error("a cursor signed with another key was accepted")
+}
+
+// A rotation keeps the cursors already handed out valid: they verify under
+// the previous key, while new ones are signed with the current key. A
+// cursor signed under a key the keyring does not hold is refused.
+func TestCursorsVerifyUnderTheCurrentAndThePreviousKey(t *testing.T) {
+	ctx := context.Background()
+	before := Cursors{Keys: NewKeyring([]byte("key-1"), nil)}
+	after := Cursors{Keys: NewKeyring([]byte("key-2"), []byte("key-1"))}
+	stranger := Cursors{Keys: NewKeyring([]byte("key-3"), nil)}
+	old, err := before.Encode("list:alice", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := after.Decode(ctx, "list:alice", old, &n); err != nil || n != 7 {
+		t.Fatalf("a cursor signed before the rotation: %d, %v", n, err)
+	}
+	fresh, err := after.Encode("list:alice", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Cursors{Keys: NewKeyring([]byte("key-2"), nil)}).Decode(ctx, "list:alice", fresh, &n); err != nil || n != 8 {
+		t.Fatalf("a cursor signed after the rotation does not verify under the current key: %v", err)
+	}
+	if err := before.Decode(ctx, "list:alice", fresh, &n); err == nil {
+		t.Fatal("the new cursor was signed with the previous key")
+	}
+	unknown, err := stranger.Encode("list:alice", 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := after.Decode(ctx, "list:alice", unknown, &n); !errs.Is(err, errs.Invalid) {
+		t.Fatalf("a cursor signed under an unknown key: %v, want Invalid", err)
+	}
+}
+
+// An instance that read the keys before a rotation still verifies cursors
+// signed by one that read them after: it asks for the keys again (at most
+// once a minute) when a cursor verifies under neither key it holds.
+func TestAKeyringReloadsOnceWhenACursorVerifiesUnderNeitherKey(t *testing.T) {
+	ctx := context.Background()
+	loads := 0
+	current, previous := []byte("key-1"), []byte(nil)
+	ring, err := LoadKeyring(ctx, func(context.Context) ([]byte, []byte, error) {
+		loads++
+		return current, previous, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := Cursors{Keys: ring}
+	ring.loaded = time.Now().Add(-2 * reloadEvery)
+	current, previous = []byte("key-2"), []byte("key-1")
+	cur, _ := Cursors{Keys: NewKeyring(current, previous)}.Encode("s", 1)
+	var n int
+	if err := stale.Decode(ctx, "s", cur, &n); err != nil || n != 1 {
+		t.Fatalf("a cursor signed after a rotation: %v", err)
+	}
+	forged, _ := Cursors{Keys: NewKeyring([]byte("nobody's"), nil)}.Encode("s", 2)
+	for range 3 {
+		if err := stale.Decode(ctx, "s", forged, &n); err == nil {
+			t.Fatal("a forged cursor was accepted")
+		}
+	}
+	if loads != 2 {
+		t.Fatalf("the keys were loaded %d times, want once at start and once for the rotation", loads)
+	}
+}
+
+func TestCursorsExpireAfterTheirTTL(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewSettable()
+	c := Cursors{Keys: NewKeyring([]byte("k"), nil), Clock: clk, TTL: time.Hour}
+	cur, err := c.Encode("s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	clk.Advance(59 * time.Minute)
+	if err := c.Decode(ctx, "s", cur, &n); err != nil {
+		t.Fatalf("a cursor within its TTL: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	err = c.Decode(ctx, "s", cur, &n)
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != errs.Invalid || e.Detail != "cursor expired" || len(e.Fields) != 1 || e.Fields[0].Field != "cursor" {
+		t.Fatalf("an expired cursor: %#v", err)
 	}
 }
 
@@ -253,14 +390,14 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 func FuzzCursorDecode(f *testing.F) {
-	c := Cursors{Key: []byte("fuzz")}
+	c := Cursors{Keys: NewKeyring([]byte("fuzz"), nil)}
 	good, _ := c.Encode("s", map[string]string{"a": "b"})
 	for _, s := range []string{good, "", ".", "a.b", good + "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cur string) {
 		var v map[string]string
-		err := c.Decode("s", cur, &v)
+		err := c.Decode(context.Background(), "s", cur, &v)
 		if err == nil && cur != good {
 			// Only a cursor this process signed may decode.
 			re, _ := c.Encode("s", v)

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/rallyhq/rally/shared/errs"
 )
 
@@ -15,21 +17,74 @@ type Caller struct {
 // IsService reports whether an IAM-signed service made the call.
 func (c Caller) IsService() bool { return c.Service != "" }
 
+// ServiceRoles is the allow-list of the IAM principals that may call
+// service routes. IAM authorization lets in any principal of the account
+// whose own policies allow execute-api:Invoke; only these get past Rally.
+// An entry is a role ARN (arn:aws:iam::ACCOUNT:role/[path/]NAME), which
+// every session of the role matches (a caller described as
+// arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION), or any other ARN (a
+// user's), matched exactly.
+type ServiceRoles []string
+
+// Allows reports whether the caller described by arn is on the list.
+func (s ServiceRoles) Allows(arn string) bool {
+	if arn == "" {
+		return false
+	}
+	session, isSession := assumedRole(arn)
+	for _, allowed := range s {
+		if allowed == arn {
+			return true
+		}
+		if role, ok := roleOf(allowed); ok && isSession && role == session {
+			return true
+		}
+	}
+	return false
+}
+
+// principal names a role within its partition and account.
+type principal struct{ partition, account, name string }
+
+// assumedRole reads arn:PARTITION:sts::ACCOUNT:assumed-role/NAME/SESSION.
+func assumedRole(arn string) (principal, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sts" {
+		return principal{}, false
+	}
+	res := strings.Split(parts[5], "/")
+	if len(res) != 3 || res[0] != "assumed-role" || res[1] == "" || res[2] == "" {
+		return principal{}, false
+	}
+	return principal{parts[1], parts[4], res[1]}, true
+}
+
+// roleOf reads arn:PARTITION:iam::ACCOUNT:role/[PATH/]NAME; a session's
+// ARN carries the name without the path.
+func roleOf(arn string) (principal, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "iam" || !strings.HasPrefix(parts[5], "role/") {
+		return principal{}, false
+	}
+	name := parts[5][strings.LastIndex(parts[5], "/")+1:]
+	if name == "" {
+		return principal{}, false
+	}
+	return principal{parts[1], parts[4], name}, true
+}
+
 // Caller returns the authenticated caller. Player routes carry JWT claims,
-// service routes an IAM description; anything else is unauthenticated.
+// service routes an IAM description, whose principal must be on the
+// request's ServiceRoles (403 otherwise); anything else is
+// unauthenticated.
 func (r *Request) Caller() (Caller, error) {
 	auth := r.Event.RequestContext.Authorizer
 	if auth != nil && auth.IAM != nil {
-		id := auth.IAM.UserARN
-		if id == "" {
-			id = auth.IAM.CallerID
+		if !r.ServiceRoles.Allows(auth.IAM.UserARN) {
+			return Caller{}, errs.New(errs.Forbidden, "this IAM principal may not call Rally's service routes: "+
+				"sign with a role on the deployment's service allow-list")
 		}
-		if id == "" {
-			id = auth.IAM.AccessKey
-		}
-		if id != "" {
-			return Caller{Service: id}, nil
-		}
+		return Caller{Service: auth.IAM.UserARN}, nil
 	}
 	if auth != nil && auth.JWT != nil {
 		if sub := auth.JWT.Claims["sub"]; sub != "" {

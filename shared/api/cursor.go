@@ -1,44 +1,73 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 )
 
+// DefaultCursorTTL is how long a cursor stays valid unless configured
+// otherwise (RALLY_CURSOR_TTL).
+const DefaultCursorTTL = 24 * time.Hour
+
 // Cursors makes opaque, tamper-evident pagination cursors: the position is
-// JSON, signed with HMAC-SHA256 over a scope (route and owner), so a cursor
-// cannot be forged, edited, or replayed against another list.
+// JSON, stamped with the time it was issued and signed with HMAC-SHA256
+// over a scope (route and owner), so a cursor cannot be forged, edited,
+// replayed against another list, or used once it is older than TTL.
 type Cursors struct {
-	Key []byte
+	// Keys sign new cursors (the current key) and verify them (the current
+	// or the previous one, so a rotation does not break cursors in flight).
+	Keys *Keyring
+	// Clock dates cursors; nil is the wall clock.
+	Clock clock.Clock
+	// TTL is how long a cursor is valid; 0 is DefaultCursorTTL.
+	TTL time.Duration
 }
 
-const macLen = 16
+const (
+	macLen = 16
+	// cursorVersion leads every payload, so the layout can change.
+	cursorVersion = 1
+	headerLen     = 1 + 8 // version, issue time (Unix seconds)
+)
 
 // errNoKey refuses to sign with an empty key, which anyone could forge.
 var errNoKey = errors.New("cursors: no signing key configured")
 
 // Encode returns the cursor for position v within scope.
 func (c Cursors) Encode(scope string, v any) (string, error) {
-	if len(c.Key) == 0 {
+	key, _ := c.Keys.keys()
+	if len(key) == 0 {
 		return "", errNoKey
 	}
-	payload, err := json.Marshal(v)
+	body, err := json.Marshal(v)
 	if err != nil {
 		return "", err
 	}
+	payload := make([]byte, headerLen, headerLen+len(body))
+	payload[0] = cursorVersion
+	binary.BigEndian.PutUint64(payload[1:headerLen], uint64(c.now().Unix()))
+	payload = append(payload, body...)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(c.mac(scope, payload)), nil
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac(key, scope, payload)), nil
 }
 
-// Decode verifies cursor for scope and parses its position into v.
-func (c Cursors) Decode(scope, cursor string, v any) error {
-	if len(c.Key) == 0 {
+// Decode verifies cursor for scope and parses its position into v. A
+// cursor signed under neither key, or for another scope, is invalid; one
+// older than the TTL has expired. Both answer 400 on field "cursor".
+func (c Cursors) Decode(ctx context.Context, scope, cursor string, v any) error {
+	if key, _ := c.Keys.keys(); len(key) == 0 {
 		return errNoKey
 	}
 	bad := errs.Field("cursor", "is not a valid cursor for this list")
@@ -48,23 +77,128 @@ func (c Cursors) Decode(scope, cursor string, v any) error {
 	}
 	enc := base64.RawURLEncoding
 	payload, err := enc.DecodeString(body)
-	if err != nil {
+	if err != nil || len(payload) < headerLen || payload[0] != cursorVersion {
 		return bad
 	}
-	mac, err := enc.DecodeString(sig)
-	if err != nil || !hmac.Equal(mac, c.mac(scope, payload)) {
+	got, err := enc.DecodeString(sig)
+	if err != nil || !c.Keys.verify(ctx, scope, payload, got) {
 		return bad
 	}
-	if err := json.Unmarshal(payload, v); err != nil {
+	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[1:headerLen])), 0)
+	if c.now().Sub(issued) > c.ttl() {
+		return &errs.Error{Kind: errs.Invalid, Detail: "cursor expired", Fields: []errs.FieldError{{
+			Field: "cursor", Message: fmt.Sprintf("expired (cursors last %s): start again from the first page", c.ttl()),
+		}}}
+	}
+	if err := json.Unmarshal(payload[headerLen:], v); err != nil {
 		return bad
 	}
 	return nil
 }
 
-func (c Cursors) mac(scope string, payload []byte) []byte {
-	h := hmac.New(sha256.New, c.Key)
+func (c Cursors) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}
+
+func (c Cursors) ttl() time.Duration {
+	if c.TTL > 0 {
+		return c.TTL
+	}
+	return DefaultCursorTTL
+}
+
+func mac(key []byte, scope string, payload []byte) []byte {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(scope))
 	h.Write([]byte{0})
 	h.Write(payload)
 	return h.Sum(nil)[:macLen]
+}
+
+// KeyLoader reads the signing keys: the current one, and the previous one
+// (nil when there is none). In AWS they are the AWSCURRENT and AWSPREVIOUS
+// versions of the cursor secret.
+type KeyLoader func(ctx context.Context) (current, previous []byte, err error)
+
+// reloadEvery bounds how often a Keyring asks its loader again.
+const reloadEvery = time.Minute
+
+// Keyring holds the cursor keys. A keyring with a loader asks it again, at
+// most once a minute, when a cursor verifies under neither key it holds:
+// the secret may have been rotated since this instance read it, and a
+// cursor signed by a newer instance must still verify here.
+type Keyring struct {
+	mu       sync.Mutex
+	current  []byte
+	previous []byte
+	load     KeyLoader
+	loaded   time.Time
+}
+
+// NewKeyring holds fixed keys (the local stack, tests); previous may be
+// nil.
+func NewKeyring(current, previous []byte) *Keyring {
+	return &Keyring{current: current, previous: previous}
+}
+
+// LoadKeyring reads the keys with load now, and again when a cursor needs
+// it.
+func LoadKeyring(ctx context.Context, load KeyLoader) (*Keyring, error) {
+	current, previous, err := load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(current) == 0 {
+		return nil, errNoKey
+	}
+	return &Keyring{current: current, previous: previous, load: load, loaded: time.Now()}, nil
+}
+
+func (k *Keyring) keys() (current, previous []byte) {
+	if k == nil {
+		return nil, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.current, k.previous
+}
+
+// verify reports whether sig is the MAC of payload under the current or
+// the previous key, reloading the keys once when neither matches.
+func (k *Keyring) verify(ctx context.Context, scope string, payload, sig []byte) bool {
+	matches := func() bool {
+		current, previous := k.keys()
+		for _, key := range [][]byte{current, previous} {
+			if len(key) > 0 && hmac.Equal(sig, mac(key, scope, payload)) {
+				return true
+			}
+		}
+		return false
+	}
+	if matches() {
+		return true
+	}
+	return k.reload(ctx) && matches()
+}
+
+// reload asks the loader for the keys again unless it was asked within
+// reloadEvery; it reports whether the keys changed. A failed reload keeps
+// the keys held.
+func (k *Keyring) reload(ctx context.Context) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.load == nil || time.Since(k.loaded) < reloadEvery {
+		return false
+	}
+	k.loaded = time.Now()
+	current, previous, err := k.load(ctx)
+	if err != nil || len(current) == 0 {
+		return false
+	}
+	changed := !hmac.Equal(current, k.current) || !hmac.Equal(previous, k.previous)
+	k.current, k.previous = current, previous
+	return changed
 }

@@ -13,6 +13,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +41,7 @@ import (
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -96,9 +99,13 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if out == nil {
 		out = os.Stdout
 	}
+	logKey, err := logKey(cfg)
+	if err != nil {
+		return nil, err
+	}
 	d := &Deps{
 		Config:  cfg,
-		Log:     obs.NewLogger(out, cfg.LogLevel),
+		Log:     obs.NewLogger(out, cfg.LogLevel, logKey),
 		Metrics: obs.NewMetrics(out, opts.Function),
 		Clock:   opts.Clock,
 	}
@@ -130,11 +137,16 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if d.Cursors.Key, err = cursorKey(ctx, cfg, awsCfg); err != nil {
+	keys, err := cursorKeys(ctx, cfg, awsCfg)
+	if err != nil {
 		return nil, err
 	}
 	d.limiter = ratelimit.New(d.Redis)
 	d.accounts = &accounts.Store{DB: d.DB, Table: d.Table(schema.Accounts), Redis: d.Redis, Clock: d.Clock}
+	d.Cursors = api.Cursors{Keys: keys, Clock: d.Clock, TTL: cfg.CursorTTL}
+	if !cfg.Local() && len(cfg.ServiceRoles) == 0 && servesServices(cfg.Function) {
+		return nil, fmt.Errorf("app: %s serves service routes, but RALLY_SERVICE_ROLES (the roles allowed to call them) is not set", cfg.Function)
+	}
 	return d, nil
 }
 
@@ -154,26 +166,92 @@ func awsConfig(ctx context.Context, cfg config.Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-func cursorKey(ctx context.Context, cfg config.Config, awsCfg aws.Config) ([]byte, error) {
+// LocalLogKey keys the local stack's log hashes when RALLY_LOG_KEY is
+// unset.
+const LocalLogKey = "rally-local-log-key"
+
+// logKey keys the user hashes in logs: the deployment's RALLY_LOG_KEY, or
+// the local one; outside the local stage a function refuses to start
+// without it rather than log hashes anyone could recompute.
+func logKey(cfg config.Config) ([]byte, error) {
+	switch {
+	case cfg.LogKey != "":
+		return []byte(cfg.LogKey), nil
+	case cfg.Local():
+		return []byte(LocalLogKey), nil
+	}
+	return nil, errors.New("app: RALLY_LOG_KEY (the key of the user hashes in logs) is not set")
+}
+
+// localCursorKey signs the local stack's cursors when RALLY_CURSOR_KEY is
+// unset.
+const localCursorKey = "rally-local-cursor-key"
+
+// cursorKeys are the keys that sign and verify pagination cursors: the
+// cursor secret's AWSCURRENT and AWSPREVIOUS versions in AWS, a fixed key
+// locally. A function declared to page (routes.Uses.Secrets) refuses to
+// start without the secret outside the local stage; the others never sign
+// cursors, and a Cursors without keys refuses to.
+func cursorKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (*api.Keyring, error) {
 	if cfg.SecretARN == "" {
 		switch {
 		case cfg.CursorKey != "":
-			return []byte(cfg.CursorKey), nil
-		case cfg.Stage == "local":
-			return []byte("rally-local-cursor-key"), nil
+			return api.NewKeyring([]byte(cfg.CursorKey), nil), nil
+		case cfg.Local():
+			return api.NewKeyring([]byte(localCursorKey), nil), nil
 		}
-		// Functions that page through lists get RALLY_SECRET_ARN; the
-		// others never sign cursors, and an unkeyed Cursors refuses to.
+		if uses, ok := routes.UsesOf(cfg.Function); ok && uses.Secrets {
+			return nil, fmt.Errorf("app: %s signs pagination cursors, but RALLY_SECRET_ARN (the cursor secret) is not set", cfg.Function)
+		}
 		return nil, nil
 	}
-	out, err := secretsmanager.NewFromConfig(awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(cfg.SecretARN)})
+	client := secretsmanager.NewFromConfig(awsCfg)
+	return api.LoadKeyring(ctx, func(ctx context.Context) ([]byte, []byte, error) {
+		return secretVersions(ctx, client, cfg.SecretARN)
+	})
+}
+
+// servesServices reports whether function serves a service route.
+func servesServices(function string) bool {
+	for _, r := range routes.All() {
+		if r.Function == function && r.Auth == routes.Service {
+			return true
+		}
+	}
+	return false
+}
+
+// SecretReader is the part of Secrets Manager the cursor keys are read
+// with.
+type SecretReader interface {
+	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// secretVersions reads the AWSCURRENT and AWSPREVIOUS versions of the
+// secret arn; previous is nil when the secret was never rotated.
+func secretVersions(ctx context.Context, sm SecretReader, arn string) (current, previous []byte, err error) {
+	read := func(stage string) ([]byte, error) {
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn), VersionStage: aws.String(stage)})
+		if err != nil {
+			return nil, err
+		}
+		if out.SecretString == nil || *out.SecretString == "" {
+			return nil, fmt.Errorf("app: secret %s (%s) is empty", arn, stage)
+		}
+		return []byte(*out.SecretString), nil
+	}
+	if current, err = read("AWSCURRENT"); err != nil {
+		return nil, nil, fmt.Errorf("app: read secret %s: %w", arn, err)
+	}
+	previous, err = read("AWSPREVIOUS")
+	var notFound *smtypes.ResourceNotFoundException
+	if errors.As(err, &notFound) {
+		return current, nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("app: read secret %s: %w", cfg.SecretARN, err)
+		return nil, nil, fmt.Errorf("app: read secret %s (AWSPREVIOUS): %w", arn, err)
 	}
-	if out.SecretString == nil || *out.SecretString == "" {
-		return nil, fmt.Errorf("app: secret %s is empty", cfg.SecretARN)
-	}
-	return []byte(*out.SecretString), nil
+	return current, previous, nil
 }
 
 // Table is the physical name of table t.

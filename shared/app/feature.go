@@ -97,7 +97,7 @@ func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	serve := b.deps.gate(r, api.Handler(api.Serve(b.deps.Log, b.deps.Metrics, e)))
+	serve := b.deps.gate(r, api.Serve(b.deps.Log, b.deps.Metrics, b.deps.Config.ServiceRoles, e))
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		ctx = WithFunction(ctx, r.Function)
 		if ev.RequestContext.RequestID != "" {

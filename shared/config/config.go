@@ -19,6 +19,10 @@ import (
 type Config struct {
 	// Stage names the deployment ("local", "prod", ...).
 	Stage string
+	// Function is the declared name of the function this process serves
+	// (favorite-game), which says what it must be configured with; empty
+	// for a process serving several (the local stack) or none (tests).
+	Function string
 	// Region is the AWS region.
 	Region string
 	// DynamoDBEndpoint overrides the DynamoDB endpoint (DynamoDB Local).
@@ -37,6 +41,14 @@ type Config struct {
 	SecretARN string
 	// CursorKey signs pagination cursors when no SecretARN is set (local).
 	CursorKey string
+	// CursorTTL is how long a pagination cursor stays valid.
+	CursorTTL time.Duration
+	// LogKey keys the hashes logs name users by (obs.UserHash); a
+	// deployment's own, from its log key secret.
+	LogKey string
+	// ServiceRoles are the IAM principals (role ARNs, matched by their
+	// sessions, or user ARNs) allowed to call service routes.
+	ServiceRoles []string
 	// Tracing turns on X-Ray instrumentation.
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
@@ -108,21 +120,36 @@ func budgetNames() string {
 	return strings.Join(names, ", ")
 }
 
+// LocalStage is the stage of the local stack (`make dev`) and the default
+// when RALLY_STAGE is unset: the one stage where a function may start
+// without the secrets a deployment must give it, using local stand-ins.
+const LocalStage = "local"
+
+// Local reports whether c is the local stack's configuration.
+func (c Config) Local() bool { return c.Stage == LocalStage }
+
 // FromEnv reads the configuration from the process environment.
 func FromEnv() (Config, error) {
 	c := Config{
-		Stage:            env("RALLY_STAGE", "local"),
+		Stage:            env("RALLY_STAGE", LocalStage),
+		Function:         os.Getenv("RALLY_FUNCTION"),
 		Region:           env("AWS_REGION", "us-east-1"),
 		DynamoDBEndpoint: os.Getenv("RALLY_DYNAMODB_ENDPOINT"),
 		Tables:           schema.NamesFromEnv(os.Getenv("RALLY_TABLE_PREFIX")),
 		RedisURL:         os.Getenv("RALLY_REDIS_URL"),
 		SecretARN:        os.Getenv("RALLY_SECRET_ARN"),
 		CursorKey:        os.Getenv("RALLY_CURSOR_KEY"),
+		LogKey:           os.Getenv("RALLY_LOG_KEY"),
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
 		Functions:        map[string]string{},
 		LambdaEndpoint:   os.Getenv("RALLY_LAMBDA_ENDPOINT"),
+	}
+	for _, arn := range strings.Split(os.Getenv("RALLY_SERVICE_ROLES"), ",") {
+		if arn = strings.TrimSpace(arn); arn != "" {
+			c.ServiceRoles = append(c.ServiceRoles, arn)
+		}
 	}
 	for _, fn := range routes.Functions() {
 		if deployed := os.Getenv(routes.FunctionEnvVar(fn)); deployed != "" {
@@ -139,6 +166,12 @@ func FromEnv() (Config, error) {
 	}
 	if c.RedisTimeout, err = durationEnv("RALLY_REDIS_TIMEOUT", 250*time.Millisecond); err != nil {
 		return c, err
+	}
+	if c.CursorTTL, err = durationEnv("RALLY_CURSOR_TTL", 24*time.Hour); err != nil {
+		return c, err
+	}
+	if c.CursorTTL <= 0 {
+		return c, fmt.Errorf("config: RALLY_CURSOR_TTL=%s must be positive", c.CursorTTL)
 	}
 	if c.CacheCheckEvery, err = durationEnv("RALLY_CACHE_CHECK_EVERY", time.Second); err != nil {
 		return c, err

@@ -52,7 +52,7 @@ func TestHotReadsRoundTrips(t *testing.T) {
 	trips := &testenv.RoundTrips{}
 	d, err := app.New(ctx, config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names, RedisURL: srv.URL(),
-		CursorKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error",
+		CursorKey: "k", LogKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error", ServiceRoles: []string{"arn:aws:iam::1:user/game-server"},
 	}, app.Options{LogOutput: io.Discard, RedisHooks: []redis.Hook{trips}})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 func TestLogLinesCarryTheRequestID(t *testing.T) {
 	var buf bytes.Buffer
-	log := NewLogger(&buf, "info")
+	log := NewLogger(&buf, "info", []byte("k"))
 	log.InfoContext(WithRequestID(context.Background(), "req-7"), "hello", "n", 1)
 	log.DebugContext(context.Background(), "hidden below the level")
 	var line map[string]any
@@ -108,5 +109,35 @@ func TestRedisTracingKeepsMissesAsMisses(t *testing.T) {
 	}
 	if hit.Val() != "v" || !errors.Is(miss.Err(), redis.Nil) {
 		t.Fatalf("pipelined hit %q, miss %v", hit.Val(), miss.Err())
+	}
+}
+
+// A log line names users only by their keyed hash: attributes made with
+// User or keyed as a user id, and every occurrence in the message, strings
+// and errors of the ids the context is about, with a letter or digit of a
+// longer word left alone.
+func TestLogsWriteUserIdsAsTheirKeyedHash(t *testing.T) {
+	var buf bytes.Buffer
+	key := []byte("deployment-key")
+	log := NewLogger(&buf, "info", key)
+	ctx := WithUsers(context.Background(), "ann", "ann.smith", "")
+	log.With("player_id", "carl").InfoContext(ctx, "scores of ann.smith failed",
+		User("bob"), "user", "dee", "error", errors.New("decode score b/p/ann: boom"), "note", "annex of annie")
+	line := buf.String()
+	for _, id := range []string{`"bob"`, `"dee"`, `"carl"`, "ann.smith", "b/p/ann:"} {
+		if strings.Contains(line, id) {
+			t.Errorf("the line holds %s: %s", id, line)
+		}
+	}
+	for _, id := range []string{"bob", "dee", "carl", "ann", "ann.smith"} {
+		if !strings.Contains(line, "user:"+UserHash(key, id)) {
+			t.Errorf("the line lacks %s's hash: %s", id, line)
+		}
+	}
+	if !strings.Contains(line, "annex of annie") {
+		t.Errorf("words that hold an id were changed: %s", line)
+	}
+	if UserHash(key, "ann") == UserHash([]byte("other-key"), "ann") || len(UserHash(key, "ann")) != UserHashLen {
+		t.Error("the hash does not depend on the key, or has the wrong length")
 	}
 }

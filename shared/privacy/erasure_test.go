@@ -181,8 +181,8 @@ func (w *world) completed(t *testing.T, user, id string) erasureBody {
 func (w *world) secret(t *testing.T, user string) []byte {
 	t.Helper()
 	out, err := w.s.DB().GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(w.s.Tables().Of(schema.Players)),
-		Key:       map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: user}},
+		TableName: aws.String(w.s.Tables().Of(schema.AnalyticsSecrets)),
+		Key:       map[string]types.AttributeValue{schema.AttrUserID: &types.AttributeValueMemberS{Value: user}},
 	})
 	if err != nil {
 		t.Fatal(err)

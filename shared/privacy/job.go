@@ -22,7 +22,7 @@ const MetricOldestPendingAge = "OldestPendingErasureAgeSeconds"
 
 // Part is one place an erasure clears; each feature implements its own
 // (reactions.Eraser, leaderboards.Eraser, streaks.Eraser,
-// idempotency.Eraser, players.Eraser). Erase returns done once nothing of
+// idempotency.Eraser, players.Eraser, analytics.Eraser). Erase returns done once nothing of
 // the user is left there, and is harmless to call again; done is false,
 // with no error, while it waits on a stream processor, and a later run
 // resumes.
@@ -34,8 +34,8 @@ type Part interface {
 // Job carries out erasures: the erasure processor's handler.
 type Job struct {
 	Records *Records
-	// Parts are erased in order; the analytics secret (in the profile)
-	// goes last, so events shipped meanwhile still carry the user's PID.
+	// Parts are erased in order; the analytics secret goes last, so
+	// events shipped meanwhile still carry the user's PID.
 	Parts   []Part
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -119,11 +119,16 @@ func requested(rec events.DynamoDBEventRecord) (string, bool) {
 	return now.UserHash, true
 }
 
-// run carries out one erasure as far as it can, logging (never the user id)
-// what stopped it.
+// run carries out one erasure as far as it can, logging what stopped it
+// under the user's log hash (never the user id, nor the record's unkeyed
+// hash, which a list of candidate ids would reverse).
 func (j *Job) run(ctx context.Context, hash string) {
-	log := j.Log.With("user_hash", hash)
-	err := j.Run(ctx, hash)
+	user, err := j.erase(ctx, hash)
+	log := j.Log
+	if user != "" {
+		ctx = obs.WithUsers(ctx, user)
+		log = log.With(obs.User(user))
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNotYet), errors.Is(err, errLeased):
@@ -140,16 +145,23 @@ func (j *Job) run(ctx context.Context, hash string) {
 // another error when a part failed. Every part is idempotent, so whatever
 // stopped a run, the next one finishes the job.
 func (j *Job) Run(ctx context.Context, hash string) error {
+	_, err := j.erase(ctx, hash)
+	return err
+}
+
+// erase is Run, also returning the user erased ("" when none was pending).
+func (j *Job) erase(ctx context.Context, hash string) (string, error) {
 	e, ok, err := j.Records.Get(ctx, hash)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !ok || e.Status != Pending {
-		return nil
+		return "", nil
 	}
+	ctx = obs.WithUsers(ctx, e.UserID)
 	start := j.Clock.Now()
 	if err := j.Records.Lease(ctx, e, start, start.Add(j.lease())); err != nil {
-		return err
+		return e.UserID, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, j.lease())
 	defer cancel()
@@ -174,15 +186,15 @@ func (j *Job) Run(ctx context.Context, hash string) error {
 		if rerr := j.Records.Release(context.WithoutCancel(ctx), e); rerr != nil {
 			j.Log.WarnContext(ctx, "erasure lease not released; it runs out by itself", "error", rerr.Error())
 		}
-		return first
+		return e.UserID, first
 	}
 	if err := j.Records.Complete(ctx, e, j.Clock.Now()); err != nil {
-		return err
+		return e.UserID, err
 	}
 	j.Metrics.Count("ErasuresCompleted", 1, nil)
 	j.Metrics.Emit("ErasureSeconds", j.Clock.Now().Sub(e.RequestedAt).Seconds(), obs.Seconds, nil)
-	j.Log.InfoContext(ctx, "erasure completed", append([]any{"erasure_id", e.ID, "user_hash", hash}, took...)...)
-	return nil
+	j.Log.InfoContext(ctx, "erasure completed", append([]any{"erasure_id", e.ID, obs.User(e.UserID)}, took...)...)
+	return e.UserID, nil
 }
 
 var _ streams.BatchFunc = (*Job)(nil).Process

@@ -145,7 +145,7 @@ func TestALeaseHoldsUntilItRunsOut(t *testing.T) {
 func TestAnErasedUsersSecretIsNotMadeAgain(t *testing.T) {
 	r, db, names := records(t)
 	ctx := context.Background()
-	pids := &analytics.Pseudonyms{DB: db, Table: names.Of(schema.Players), Guard: r}
+	pids := &analytics.Pseudonyms{DB: db, Table: names.Of(schema.AnalyticsSecrets), Legacy: names.Of(schema.Players), Guard: r}
 	before := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	erasedAt := before.Add(time.Hour)
 
@@ -153,29 +153,62 @@ func TestAnErasedUsersSecretIsNotMadeAgain(t *testing.T) {
 	if err != nil || first["cy"] == "" || first["dee"] == "" {
 		t.Fatalf("PIDs before any erasure: %v %v", first, err)
 	}
-	// cy is erased: the secret goes with the profile.
+	// cy is erased: the erasure deletes the secret.
 	if _, err := r.Request(ctx, "cy", erasedAt); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(names.Of(schema.Players)),
-		Key:       map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "cy"}},
-	}); err != nil {
+	if _, err := (&analytics.Eraser{DB: db, Table: names.Of(schema.AnalyticsSecrets)}).Erase(ctx, "cy"); err != nil {
 		t.Fatal(err)
 	}
 	late, err := pids.PIDsSince(ctx, map[string]time.Time{"cy": before, "dee": before})
 	if err != nil || late["cy"] != "" || late["dee"] != first["dee"] {
 		t.Fatalf("PIDs of events from before the erasure: %v %v", late, err)
 	}
-	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(names.Of(schema.Players)),
-		Key:       map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "cy"}},
-	})
-	if err != nil || out.Item != nil {
-		t.Fatalf("the erased user's item came back: %v %v", out.Item, err)
+	for _, kept := range []struct {
+		table schema.Table
+		key   string
+	}{{schema.AnalyticsSecrets, schema.AttrUserID}, {schema.Players, schema.AttrPlayerID}} {
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(names.Of(kept.table)),
+			Key:       map[string]types.AttributeValue{kept.key: &types.AttributeValueMemberS{Value: "cy"}},
+		})
+		if err != nil || out.Item != nil {
+			t.Fatalf("the erased user's %s item came back: %v %v", kept.table.Name, out.Item, err)
+		}
 	}
 	back, err := pids.PIDsSince(ctx, map[string]time.Time{"cy": erasedAt.Add(time.Minute)})
 	if err != nil || back["cy"] == "" || back["cy"] == first["cy"] {
 		t.Fatalf("a user back after the erasure gets a new pseudonym: %v (was %s) %v", back, first["cy"], err)
+	}
+}
+
+// A secret a deployment still keeps in the Players item of a user whose
+// erasure is pending is not moved for events from before the erasure: the
+// erasure deletes the Players item, and the secret goes with it.
+func TestAnErasedUsersLegacySecretIsNotMoved(t *testing.T) {
+	r, db, names := records(t)
+	ctx := context.Background()
+	pids := &analytics.Pseudonyms{DB: db, Table: names.Of(schema.AnalyticsSecrets), Legacy: names.Of(schema.Players), Guard: r}
+	before := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	legacy := make([]byte, 32)
+	legacy[0] = 7
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(names.Of(schema.Players)), Item: map[string]types.AttributeValue{
+		schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "eve"}, analytics.SecretAttr: &types.AttributeValueMemberB{Value: legacy},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Request(ctx, "eve", before.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pids.PIDsSince(ctx, map[string]time.Time{"eve": before})
+	if err != nil || got["eve"] != "" {
+		t.Fatalf("PID of an erased user's late event: %v %v", got, err)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(names.Of(schema.AnalyticsSecrets)), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{schema.AttrUserID: &types.AttributeValueMemberS{Value: "eve"}},
+	})
+	if err != nil || out.Item != nil {
+		t.Fatalf("an erased user's secret was moved: %v %v", out.Item, err)
 	}
 }

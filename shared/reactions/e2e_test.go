@@ -457,6 +457,41 @@ func TestFavoritesListPagesNewestFirstWithMetadata(t *testing.T) {
 	}
 }
 
+// A cursor lasts 24 hours: the next page answers until then, and after it
+// the cursor is refused with a 400 naming it, so a client starts over from
+// the first page rather than page through a list from days ago.
+func TestAFavoritesCursorExpiresAfter24Hours(t *testing.T) {
+	_, c := startStack(t, "")
+	for _, g := range []string{"ex-1", "ex-2", "ex-3"} {
+		c.Player("pager", "POST", "/v1/favorites/"+g, nil).Expect(t, 200)
+	}
+	var page struct {
+		NextCursor *string `json:"next_cursor"`
+	}
+	c.Player("pager", "GET", "/v1/users/pager/favorites?limit=1", nil).Expect(t, 200).JSON(t, &page)
+	if page.NextCursor == nil {
+		t.Fatal("the first page of three favorites has no next cursor")
+	}
+	next := "/v1/users/pager/favorites?limit=1&cursor=" + *page.NextCursor
+	advance := func(by string) {
+		c.Do(apitest.Call{Method: "POST", Path: "/_local/clock", Body: map[string]string{"advance": by}}).Expect(t, 200)
+	}
+	advance("23h59m")
+	c.Player("pager", "GET", next, nil).Expect(t, 200)
+	advance("2m")
+	var problem struct {
+		Detail string `json:"detail"`
+		Errors []struct {
+			Field string `json:"field"`
+		} `json:"errors"`
+	}
+	c.Player("pager", "GET", next, nil).Expect(t, 400).JSON(t, &problem)
+	if problem.Detail != "cursor expired" || len(problem.Errors) != 1 || problem.Errors[0].Field != "cursor" {
+		t.Fatalf("an expired cursor answers %+v, want detail \"cursor expired\" on field cursor", problem)
+	}
+	c.Player("pager", "GET", "/v1/users/pager/favorites?limit=1", nil).Expect(t, 200)
+}
+
 // Trending windows count net favorites made within the window.
 func TestTrendingWindowsCountNetFavoritesInTheWindow(t *testing.T) {
 	s, c := startStack(t, "")

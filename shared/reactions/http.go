@@ -219,7 +219,7 @@ func (a *API) ListFavorites(ctx context.Context, r *api.Request) (api.Response, 
 	scope := routes.ListFavorites.Function + ":" + user
 	var after Position
 	if cur := r.Query("cursor"); cur != "" {
-		if err := a.Cursors.Decode(scope, cur, &after); err != nil {
+		if err := a.Cursors.Decode(ctx, scope, cur, &after); err != nil {
 			return api.Response{}, err
 		}
 	}

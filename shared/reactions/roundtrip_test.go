@@ -41,7 +41,7 @@ func TestHotReadsAreOneRoundTrip(t *testing.T) {
 	trips := &testenv.RoundTrips{}
 	d, err := app.New(ctx, config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names, RedisURL: srv.URL(),
-		CursorKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error",
+		CursorKey: "k", LogKey: "k", CacheCheckEvery: time.Hour, LogLevel: "error",
 		Budgets: map[string]int{routes.FavoriteBudget.Name: 1000}, // one player favorites 50 games
 	}, app.Options{LogOutput: io.Discard, RedisHooks: []redis.Hook{trips}})
 	if err != nil {

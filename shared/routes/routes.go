@@ -54,6 +54,9 @@ const (
 type Uses struct {
 	Reads  []schema.Table
 	Writes []schema.Table // write implies read
+	// Grants are narrower than Reads and Writes: only some DynamoDB
+	// actions on a table, and optionally only some of its attributes.
+	Grants []Grant
 	Redis  bool
 	// Secrets is true when the function signs or verifies cursors.
 	Secrets bool
@@ -69,6 +72,32 @@ type Uses struct {
 	// Invokes is true when the function invokes the stream processors
 	// (a redrive).
 	Invokes bool
+}
+
+// Grant is a narrow use of a table: only Actions (DynamoDB API action
+// names, e.g. "GetItem"), and, when Attributes is set, only on those
+// attributes and the key (IAM fine-grained access: a read must name them in
+// its projection).
+type Grant struct {
+	Table      schema.Table
+	Actions    []string
+	Attributes []string
+}
+
+// Tables lists every table u touches, each once: writes, reads, then
+// grants.
+func (u Uses) Tables() []schema.Table {
+	var out []schema.Table
+	all := append(append([]schema.Table{}, u.Writes...), u.Reads...)
+	for _, g := range u.Grants {
+		all = append(all, g.Table)
+	}
+	for _, t := range all {
+		if !slices.ContainsFunc(out, func(o schema.Table) bool { return o.Name == t.Name }) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Route is one HTTP endpoint served by one Lambda function.
@@ -364,7 +393,9 @@ var ErasureProcessor = Processor{
 			schema.Erasures, schema.Reactions, schema.Counters, schema.Idempotency, schema.Scores,
 			schema.ScoreEvents, schema.Players, schema.Streaks, schema.Activity, schema.Accounts,
 		},
-		Redis: true,
+		// It deletes a user's analytics secret and reads none.
+		Grants: []Grant{{Table: schema.AnalyticsSecrets, Actions: []string{"DeleteItem"}}},
+		Redis:  true,
 	},
 	BatchSize:    10,
 	BatchWindow:  0,
@@ -383,8 +414,16 @@ func analyticsShipper(source schema.Table) Processor {
 		Source:   source,
 		Summary:  "Maps domain changes to versioned analytics events and ships them to Firehose, each once",
 		Uses: Uses{
-			Reads:     []schema.Table{schema.Erasures},
-			Writes:    []schema.Table{schema.Players, schema.Counters},
+			Reads:  []schema.Table{schema.Erasures},
+			Writes: []schema.Table{schema.AnalyticsSecrets, schema.Counters},
+			// Of Players it reads and removes only the analytics secret
+			// deployments kept there before AnalyticsSecrets, moving it
+			// over (analytics.Pseudonyms): never a profile or friend list.
+			Grants: []Grant{{
+				Table:      schema.Players,
+				Actions:    []string{"GetItem", "UpdateItem"},
+				Attributes: []string{schema.AttrAnalyticsSecret},
+			}},
 			Analytics: true,
 		},
 		// Firehose buffers anyway; large batches mean fewer PutRecordBatch calls.
@@ -606,6 +645,40 @@ func streamTables() []schema.Table {
 		}
 	}
 	return out
+}
+
+// UsesOf is what the function named function uses, over every declaration
+// that names it (a route twice, a processor once per stream); ok is false
+// for an undeclared name.
+func UsesOf(function string) (u Uses, ok bool) {
+	add := func(v Uses) {
+		ok = true
+		u.Reads = append(u.Reads, v.Reads...)
+		u.Writes = append(u.Writes, v.Writes...)
+		u.Grants = append(u.Grants, v.Grants...)
+		u.Streams = append(u.Streams, v.Streams...)
+		u.Redis = u.Redis || v.Redis
+		u.Secrets = u.Secrets || v.Secrets
+		u.Analytics = u.Analytics || v.Analytics
+		u.Processors = u.Processors || v.Processors
+		u.Invokes = u.Invokes || v.Invokes
+	}
+	for _, r := range All() {
+		if r.Function == function {
+			add(r.Uses)
+		}
+	}
+	for _, p := range Processors() {
+		if p.Function == function {
+			add(p.Uses)
+		}
+	}
+	for _, c := range Consumers() {
+		if c.Function == function {
+			add(c.Uses)
+		}
+	}
+	return u, ok
 }
 
 // FunctionEnvVar is the environment variable that carries the deployed

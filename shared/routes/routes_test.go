@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Every declared function has a functions/<name>/main.go, every function
@@ -164,6 +166,42 @@ func TestReadmeListsTheBudgets(t *testing.T) {
 	for _, row := range budgetRows() {
 		if !strings.Contains(string(readme), row+"\n") {
 			t.Errorf("README.md lacks the budget row\n%s", row)
+		}
+	}
+}
+
+// Whoever reads a user's analytics secret can tie their exported events
+// back to them: only the analytics shipper (which creates secrets) and the
+// erasure processor (which deletes them, reading none) touch the table,
+// and no function but the shipper reads anything of Players beside it.
+func TestOnlyTheShipperAndTheErasureProcessorTouchAnalyticsSecrets(t *testing.T) {
+	allowed := map[string]bool{AnalyticsShipper.Function: true, ErasureProcessor.Function: true}
+	check := func(fn string, u Uses) {
+		for _, tb := range u.Tables() {
+			if tb.Name == schema.AnalyticsSecrets.Name && !allowed[fn] {
+				t.Errorf("%s uses %s", fn, tb.Name)
+			}
+		}
+	}
+	for _, r := range All() {
+		check(r.Function, r.Uses)
+	}
+	for _, p := range Processors() {
+		check(p.Function, p.Uses)
+	}
+	for _, c := range Consumers() {
+		check(c.Function, c.Uses)
+	}
+	for _, g := range ErasureProcessor.Uses.Grants {
+		if g.Table.Name == schema.AnalyticsSecrets.Name && (len(g.Actions) != 1 || g.Actions[0] != "DeleteItem") {
+			t.Errorf("the erasure processor may %v analytics secrets; it only deletes them", g.Actions)
+		}
+	}
+	for _, p := range []Processor{AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity} {
+		for _, tb := range append(append([]schema.Table{}, p.Uses.Reads...), p.Uses.Writes...) {
+			if tb.Name == schema.Players.Name {
+				t.Errorf("the shipper reads whole Players items; it needs only the legacy secret")
+			}
 		}
 	}
 }

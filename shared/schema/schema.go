@@ -105,6 +105,10 @@ const (
 	AttrStartedAt = "started_at"
 )
 
+// UserIDAttrs are the attributes whose value is a user id, on any table:
+// logs write these as hashes (obs.WithUsers), never as they are.
+var UserIDAttrs = []string{AttrUserID, AttrPlayerID, AttrPlayerKey, AttrOwner}
+
 // Non-key attribute names the stores name in expressions (conditions,
 // updates, projections, filters) or read from raw items. The dynamodbav
 // struct tags of the item types spell them too (tags must be literals);
@@ -181,8 +185,9 @@ const (
 	AttrAvatarURL   = "avatar_url"
 	AttrRegion      = "region"
 	AttrFriendIDs   = "friend_ids"
-	// AttrAnalyticsSecret is a player's analytics secret (see
-	// analytics.SecretAttr); erasing the Players item erases it.
+	// AttrAnalyticsSecret is a player's analytics secret: an
+	// AnalyticsSecrets item's, and (before that table existed) a Players
+	// item's, which the analytics shipper moves over (see analytics.SecretAttr).
 	AttrAnalyticsSecret = "analytics_secret"
 )
 
@@ -363,6 +368,17 @@ var Players = Table{
 	Purpose:      "player profiles and friend lists",
 }
 
+// AnalyticsSecrets holds each user's analytics secret, the HMAC key of the
+// pseudonymous id their exported events carry. It is a table of its own so
+// that only the functions that need it can read it (the analytics shipper,
+// which creates secrets, and the erasure processor, which deletes them):
+// whoever reads a secret can tie the user's exported events back to them.
+var AnalyticsSecrets = Table{
+	Name:         "AnalyticsSecrets",
+	PartitionKey: Key{AttrUserID, String},
+	Purpose:      "per-user analytics secrets (pseudonymous ids in the export), deleted on erasure",
+}
+
 // Streaks holds each player's streak, points balance and time-zone
 // history. Its two sparse indexes order live-candidate streaks (by the date
 // of the last activity, write-sharded) longest first, globally and per
@@ -473,7 +489,7 @@ const AttrFirstSeen = "first_seen"
 
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, AnalyticsSecrets, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -48,7 +48,7 @@ func TestCapacityPerActivity(t *testing.T) {
 	gen := &cachegen.Tracker{DB: db, Table: names.Of(schema.Counters), Redis: rdb, Scope: mirror.Scope}
 	svc := &streaks.Service{
 		Store: store, Cache: mirror.New(rdb, gen), Gen: gen, Clock: clk,
-		Log: obs.NewLogger(io.Discard, "error"), Metrics: obs.NewMetrics(io.Discard, "test"),
+		Log: obs.NewLogger(io.Discard, "error", nil), Metrics: obs.NewMetrics(io.Discard, "test"),
 		RegionOf: func(context.Context, string) (string, error) { return "eu", nil },
 	}
 	const n = 50

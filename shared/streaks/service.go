@@ -162,7 +162,7 @@ func (s *Service) writeThrough(ctx context.Context, st State) {
 	if err == nil {
 		return
 	}
-	s.Log.WarnContext(ctx, "streak cache write failed; marking streaks dirty", "user", st.UserID, "error", err.Error())
+	s.Log.WarnContext(ctx, "streak cache write failed; marking streaks dirty", obs.User(st.UserID), "error", err.Error())
 	if err := s.Gen.MarkDirty(context.WithoutCancel(ctx), dirtyKeys(st), s.Clock.Now()); err != nil {
 		s.Log.ErrorContext(ctx, "cannot mark streaks dirty", "error", err.Error())
 	}
@@ -266,7 +266,7 @@ func (s *Service) Get(ctx context.Context, user string) (Streak, error) {
 // costs the next reader a DynamoDB read.
 func (s *Service) fill(ctx context.Context, st State) {
 	if err := s.Cache.Put(ctx, st); err != nil {
-		s.Log.DebugContext(ctx, "streak cache fill failed", "user", st.UserID, "error", err.Error())
+		s.Log.DebugContext(ctx, "streak cache fill failed", obs.User(st.UserID), "error", err.Error())
 	}
 }
 

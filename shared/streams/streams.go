@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // Metric names of failed invocations.
@@ -69,6 +70,7 @@ func (e *PartialError) Unwrap() error { return e.Err }
 // shows as lag that grows.
 func Serve(log *slog.Logger, metrics *obs.Metrics, fn BatchFunc) Handler {
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		ctx = obs.WithUsers(ctx, Users(ev.Records)...)
 		err := fn(ctx, ev.Records)
 		if written, ok := oldest(ev.Records); ok {
 			metrics.Emit(MetricLag, time.Since(written).Seconds(), obs.Seconds, nil)
@@ -93,6 +95,22 @@ func Serve(log *slog.Logger, metrics *obs.Metrics, fn BatchFunc) Handler {
 			BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: first}},
 		}, nil
 	}
+}
+
+// Users are the user ids records hold (schema.UserIDAttrs of their keys
+// and images): logs made while processing them write them as hashes.
+func Users(records []events.DynamoDBEventRecord) []string {
+	var ids []string
+	for _, rec := range records {
+		for _, image := range []map[string]events.DynamoDBAttributeValue{rec.Change.Keys, rec.Change.NewImage, rec.Change.OldImage} {
+			for _, name := range schema.UserIDAttrs {
+				if v, ok := image[name]; ok && v.DataType() == events.DataTypeString {
+					ids = append(ids, v.String())
+				}
+			}
+		}
+	}
+	return ids
 }
 
 // oldest is the earliest write time of records; ok is false when none

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -31,7 +32,10 @@ func setRoute(ctx context.Context, route, function string) {
 
 // Logged gives every request an id (the apigw-requestid response header and
 // the event's requestContext.requestId) and logs one JSON line per request
-// when it completes: method, path, route, status, duration and request id.
+// when it completes: method, route, status, duration and request id. As in
+// the stack's API access logs, an API request is logged by its route key,
+// never its path, which holds user ids (/v1/users/alice/streak); the
+// stack's own paths (/_local/..., /openapi.json) are logged as they are.
 func Logged(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -40,8 +44,11 @@ func Logged(log *slog.Logger, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), infoKey{}, ri)))
 		attrs := []any{
-			"method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"method", r.Method, "status", rec.status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "request_id", ri.id,
+		}
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			attrs = append(attrs, "path", r.URL.Path)
 		}
 		if ri.route != "" {
 			attrs = append(attrs, "route", ri.route, "function", ri.function)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ func (s *Stack) localAPI() http.Handler {
 	table := map[string][]endpoint{
 		"/_local/health":                           {{"GET", s.health}},
 		"/_local/token":                            {{"POST", s.token}},
+		"/_local/assume-role":                      {{"POST", s.assumeRole}},
 		"/_local/.well-known/jwks.json":            {{"GET", s.jwks}},
 		"/_local/.well-known/openid-configuration": {{"GET", s.openIDConfiguration}},
 		"/_local/clock":                            {{"GET", s.getClock}, {"POST", s.setClock}},
@@ -40,6 +42,11 @@ func (s *Stack) localAPI() http.Handler {
 		"/_local/dlq/redrive":                      {{"POST", s.redrive}},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			gateway.Problem(w, errs.New(errs.Forbidden,
+				"the local endpoints answer only requests addressed to localhost, 127.0.0.1 or [::1], not %q", r.Host))
+			return
+		}
 		eps, ok := table[r.URL.Path]
 		if !ok {
 			gateway.Problem(w, errs.New(errs.NotFound, "no local endpoint %s", r.URL.Path))
@@ -59,6 +66,24 @@ func (s *Stack) localAPI() http.Handler {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		gateway.Problem(w, errs.New(errs.NotFound, "%s does not answer %s (use %s)", r.URL.Path, r.Method, strings.Join(allowed, ", ")))
 	})
+}
+
+// loopbackHost reports whether a request's Host header names this machine
+// by a loopback name (any port). A page on another origin can point a name
+// it controls at 127.0.0.1 (DNS rebinding) and reach the stack, but its
+// requests still carry that name: they get no tokens, no clock moves and no
+// redrives.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
@@ -166,6 +191,35 @@ func (s *Stack) token(w http.ResponseWriter, r *http.Request) error {
 		"token": tok, "token_type": "Bearer", "expires_at": exp.UTC().Format(time.RFC3339),
 		"issuer": s.jwt.Issuer(), "audience": s.jwt.Audience(),
 	})
+}
+
+// assumeRole mints temporary credentials of a session of a local role, as
+// STS AssumeRole does, for signing service routes as that role.
+func (s *Stack) assumeRole(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RoleARN string `json:"role_arn"`
+		Session string `json:"session"`
+		TTL     string `json:"ttl"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil {
+			return errs.Field("ttl", "must be a duration such as 1h")
+		}
+		ttl = d
+	}
+	if req.Session == "" {
+		req.Session = "local"
+	}
+	creds, err := s.iam.AssumeRole(req.RoleARN, req.Session, ttl)
+	if err != nil {
+		return errs.Field("role_arn", err.Error())
+	}
+	return writeJSON(w, http.StatusOK, creds)
 }
 
 func (s *Stack) jwks(w http.ResponseWriter, _ *http.Request) error {

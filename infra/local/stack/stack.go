@@ -43,6 +43,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streamread"
@@ -58,6 +59,20 @@ const (
 	Audience         = "rally-local"
 	Region           = authorizer.Region
 )
+
+// Local service roles: what the local stack's service routes admit by
+// default besides the local user. Sessions of them come from
+// POST /_local/assume-role (or Stack.AssumeRole).
+const (
+	GameServerRole = "arn:aws:iam::" + authorizer.AccountID + ":role/rally-local-game-server"
+	OperatorRole   = "arn:aws:iam::" + authorizer.AccountID + ":role/rally-local-operator"
+)
+
+// DefaultServiceRoles is the local allow-list of service callers: the
+// local user (whose keys sign `curl --aws-sigv4` and the redrive CLI) and
+// the two local roles, as a deployment allows its game-server and operator
+// roles.
+var DefaultServiceRoles = []string{authorizer.UserARN, GameServerRole, OperatorRole}
 
 // Options configures Start. The zero value is `make dev`'s defaults except
 // for the port (0 picks a free one).
@@ -82,6 +97,9 @@ type Options struct {
 	// must be signed with (default from RALLY_LOCAL_* or rallylocal /
 	// rallylocalsecret).
 	AccessKeyID, SecretAccessKey string
+	// ServiceRoles are the principals allowed to call service routes
+	// (RALLY_SERVICE_ROLES in AWS); nil is DefaultServiceRoles.
+	ServiceRoles []string
 	// Handlers and Processors replace the handler bound in shared/app for
 	// the named functions (tests).
 	Handlers   map[string]api.Handler
@@ -166,8 +184,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.SecretAccessKey == "" {
 		opts.SecretAccessKey = envOr(SecretKeyEnv, DefaultSecretKey)
 	}
+	// The stack's own lines (requests, pollers) hash user ids as the
+	// handlers' do, under the same key.
 	s := &Stack{opts: opts, stateDir: opts.StateDir, clock: clock.NewSettable(),
-		log: slog.New(slog.NewJSONHandler(opts.Log, nil))}
+		log: obs.NewLogger(opts.Log, "info", []byte(envOr("RALLY_LOG_KEY", app.LocalLogKey)))}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -318,6 +338,10 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.RedisURL = s.redisURL
 	cfg.RedisCluster = false
 	cfg.SecretARN = ""
+	cfg.ServiceRoles = s.opts.ServiceRoles
+	if cfg.ServiceRoles == nil {
+		cfg.ServiceRoles = DefaultServiceRoles
+	}
 	if cfg.CursorKey == "" {
 		cfg.CursorKey = "rally-local-cursor-key"
 	}
@@ -508,6 +532,22 @@ func (s *Stack) Token(sub string) (string, error) {
 // default rallylocal / rallylocalsecret); body must be what will be sent.
 func SignRequest(req *http.Request, body []byte) error {
 	return authorizer.Sign(req, body, envOr(AccessKeyEnv, DefaultAccessKey), envOr(SecretKeyEnv, DefaultSecretKey), time.Now())
+}
+
+// AssumeRole mints a one-hour session of role, as POST /_local/assume-role
+// does.
+func (s *Stack) AssumeRole(role, session string) (authorizer.RoleCredentials, error) {
+	return s.iam.AssumeRole(role, session, 0)
+}
+
+// SignRequestAs signs req for a service route with a role session's
+// credentials; body must be what will be sent.
+func SignRequestAs(creds authorizer.RoleCredentials) func(*http.Request, []byte) error {
+	return func(req *http.Request, body []byte) error {
+		return authorizer.SignWith(req, body, aws.Credentials{
+			AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.SessionToken,
+		}, time.Now())
+	}
 }
 
 // ErrUnknownFunction means no poller runs for the named function.

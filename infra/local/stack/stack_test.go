@@ -364,7 +364,7 @@ func TestOpenAPIAndRequestLog(t *testing.T) {
 		if json.Unmarshal(sc.Bytes(), &line) != nil || line["msg"] != "request" || line["request_id"] != id {
 			continue
 		}
-		if line["method"] != "GET" || line["path"] != "/v1/games/top" || line["status"] != float64(200) ||
+		if line["method"] != "GET" || line["path"] != nil || line["status"] != float64(200) ||
 			line["route"] != routes.TopGames.Key() || line["duration_ms"] == nil {
 			t.Fatalf("request log line %v", line)
 		}
@@ -388,4 +388,112 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The local endpoints mint tokens and move the clock, so they answer only
+// requests addressed to a loopback name: a page whose own host name
+// resolves to 127.0.0.1 (DNS rebinding) reaches the port, but its Host
+// header gives it away and it gets 403, with nothing done.
+func TestLocalEndpointsAnswerOnlyLoopbackHosts(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	port := strings.TrimPrefix(s.URL(), "http://localhost:")
+	send := func(host, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://127.0.0.1:"+port+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	before := s.Clock().Now()
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port, "localhost.evil.example", "10.0.0.1:" + port} {
+		if status, body := send(host, "POST", "/_local/clock", `{"advance":"240h"}`); status != 403 || !strings.Contains(body, "localhost") {
+			t.Errorf("Host %s: moving the clock answered %d %s, want 403", host, status, body)
+		}
+		if status, _ := send(host, "POST", "/_local/token", `{"sub":"mallory"}`); status != 403 {
+			t.Errorf("Host %s: minting a token answered %d, want 403", host, status)
+		}
+	}
+	if moved := s.Clock().Now().Sub(before); moved > time.Hour {
+		t.Fatalf("a refused request moved the clock by %s", moved)
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST:" + port, "127.0.0.1:" + port, "[::1]:" + port, "localhost", "[::1]"} {
+		if status, body := send(host, "GET", "/_local/clock", ""); status != 200 {
+			t.Errorf("Host %s: %d %s, want 200", host, status, body)
+		}
+	}
+}
+
+// IAM lets in any principal of the account allowed to invoke the API;
+// Rally's service routes answer only the roles on the deployment's
+// allow-list. Locally a role session comes from /_local/assume-role and is
+// described to the function as AWS describes it (an assumed-role ARN).
+func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{})
+	c := client{t, s.URL()}
+	call := func(creds authorizer.RoleCredentials) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", s.URL()+"/v1/ops/health", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stack.SignRequestAs(creds)(req, nil); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	assume := func(role string) authorizer.RoleCredentials {
+		var creds authorizer.RoleCredentials
+		c.json("POST", "/_local/assume-role", "", map[string]string{"role_arn": role, "session": "test-run"}, 200, &creds)
+		if want := "assumed-role/" + role[strings.LastIndex(role, "/")+1:] + "/test-run"; !strings.HasSuffix(creds.AssumedRoleARN, want) {
+			t.Fatalf("session of %s described as %s", role, creds.AssumedRoleARN)
+		}
+		return creds
+	}
+	for _, role := range []string{stack.GameServerRole, stack.OperatorRole} {
+		if status, body := call(assume(role)); status != 200 {
+			t.Errorf("a session of %s, on the allow-list: %d %s", role, status, body)
+		}
+	}
+	intruder := assume("arn:aws:iam::" + authorizer.AccountID + ":role/Admin")
+	if status, body := call(intruder); status != 403 || !strings.Contains(body, "allow-list") {
+		t.Errorf("a session of a role off the allow-list: %d %s, want 403", status, body)
+	}
+	// The session token is part of the credentials.
+	forged := intruder
+	forged.AccessKeyID, forged.SessionToken = assume(stack.OperatorRole).AccessKeyID, "not-the-token"
+	if status, _ := call(forged); status != 403 {
+		t.Errorf("a session's key with another token: %d, want 403", status)
+	}
+	c.json("POST", "/_local/assume-role", "", map[string]string{"role_arn": "arn:aws:iam::123456789012:role/rally-local-operator"}, 400, nil)
+
+	narrow := testenv.Stack(t, stack.Options{ServiceRoles: []string{stack.OperatorRole}})
+	req, err := http.NewRequest("GET", narrow.URL()+"/v1/ops/health", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.SignRequest(req, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("the local user, left off the allow-list: %d, want 403", resp.StatusCode)
+	}
 }

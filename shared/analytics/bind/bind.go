@@ -37,7 +37,9 @@ var Analytics = app.Feature{Name: routes.Analytics, Bind: func(d *app.Deps) app.
 			Submissions: lbdynamo.SubmissionFromRecord,
 			Activity:    stdynamo.EventFromRecord,
 		},
-		PIDs:    &analytics.Pseudonyms{DB: d.DB, Table: d.Table(schema.Players), Guard: privacybind.Records(d)},
+		PIDs: &analytics.Pseudonyms{
+			DB: d.DB, Table: d.Table(schema.AnalyticsSecrets), Legacy: d.Table(schema.Players), Guard: privacybind.Records(d),
+		},
 		Shipped: &analytics.Shipped{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock},
 		Sink:    sink,
 		Clock:   d.Clock,
@@ -46,3 +48,8 @@ var Analytics = app.Feature{Name: routes.Analytics, Bind: func(d *app.Deps) app.
 	}
 	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.AnalyticsShipper.Function: s.Process}}
 }}
+
+// Eraser is the analytics part of an erasure: the user's secret.
+func Eraser(d *app.Deps) *analytics.Eraser {
+	return &analytics.Eraser{DB: d.DB, Table: d.Table(schema.AnalyticsSecrets)}
+}

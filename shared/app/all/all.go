@@ -42,9 +42,9 @@ var Erasure = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Hand
 }}
 
 // ErasureJob is the job behind the erasure processor, with every feature's
-// part in the order they are erased: the profile (and with it the
-// analytics secret) last, so events shipped meanwhile still carry the
-// user's pseudonym.
+// part in the order they are erased: the profile (with any analytics
+// secret a deployment still keeps there) and then the analytics secret
+// last, so events shipped meanwhile still carry the user's pseudonym.
 func ErasureJob(d *app.Deps) *privacy.Job {
 	awaits := &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock}
 	return &privacy.Job{
@@ -57,6 +57,7 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			&ratelimit.Eraser{Limiter: d.Limiter(), Budgets: playerBudgets()},
 			&accounts.Eraser{Store: d.Accounts()},
 			playersbind.Eraser(d),
+			analyticsbind.Eraser(d),
 		},
 		Clock:   d.Clock,
 		Log:     d.Log,

@@ -72,7 +72,9 @@ func newDepsAt(t *testing.T, clk clock.Clock) served {
 	srv := testenv.Redis(t)
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names,
-		RedisURL: srv.URL(), CursorKey: "test", AnalyticsDir: t.TempDir(),
+		RedisURL: srv.URL(), CursorKey: "test", LogKey: "test", AnalyticsDir: t.TempDir(),
+		// The roles the samples' service callers assumed (events/*.json).
+		ServiceRoles: []string{"arn:aws:iam::123456789012:role/rally-dev-game-server", "arn:aws:iam::123456789012:role/rally-dev-operator"},
 	}, app.Options{Clock: clk, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)

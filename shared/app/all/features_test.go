@@ -22,7 +22,7 @@ import (
 func TestEachFeatureBindsWhatItIsDeclaredWith(t *testing.T) {
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: "http://127.0.0.1:9", Tables: schema.NamesFromEnv(""),
-		RedisURL: "redis://127.0.0.1:9", CursorKey: "k", AnalyticsDir: t.TempDir(),
+		RedisURL: "redis://127.0.0.1:9", CursorKey: "k", LogKey: "k", AnalyticsDir: t.TempDir(),
 	}, app.Options{LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
