@@ -215,7 +215,7 @@ func TestAReconcileFindsAndRepairsExactlyWhatDrifted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := counts.SetCount(ctx, g2, 42, tally.Version, s.Clock().Now()); err != nil || !ok {
+	if ok, err := counts.SetTotals(ctx, g2, reactions.Totals{Count: 42, Trending: tally.Trending}, tally.Version, s.Clock().Now()); err != nil || !ok {
 		t.Fatalf("corrupt the count: %v %v", ok, err)
 	}
 	// A Redis board entry off its score (a version ahead, so nothing
