@@ -4,7 +4,9 @@
 // processor turns the Reactions stream into counts and trending windows,
 // exactly once; Redis mirrors counts, trending and each player's own
 // reactions so reads are fast, and every read still answers from DynamoDB
-// when Redis cannot be trusted.
+// when Redis cannot be trusted. Counts take every reaction; trending only
+// those the fraud controls trust (not a young account's, nor a player's
+// flipping one edge too fast: see Service.React).
 //
 // Adapters live in sub-packages: dynamo (edges, counts, games) and mirror
 // (the Redis side). This package holds the rules and the HTTP endpoints.

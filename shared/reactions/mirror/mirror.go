@@ -4,6 +4,8 @@
 // written with the version DynamoDB gave it, so stale or repeated writes
 // change nothing, and every read refuses to answer while the cache
 // generation says Redis may be behind, so callers fall back to DynamoDB.
+// It also keeps each player's flip counts (flips.go), which are Redis's
+// own and mirror nothing.
 package mirror
 
 import (
