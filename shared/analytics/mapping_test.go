@@ -81,7 +81,10 @@ func TestMapReactionsFromTheRealStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add := func(ref reactions.Ref, at time.Time) { _, _, err := edges.Add(ctx, ref, at); step(err) }
+	add := func(ref reactions.Ref, at time.Time) {
+		_, _, err := edges.Add(ctx, ref, at, reactions.InTrending)
+		step(err)
+	}
 	remove := func(ref reactions.Ref, at time.Time) { _, _, err := edges.Remove(ctx, ref, at); step(err) }
 
 	add(fav, at)                       // INSERT ACTIVE
@@ -89,9 +92,9 @@ func TestMapReactionsFromTheRealStream(t *testing.T) {
 	remove(fav, at.Add(2*time.Minute)) // ACTIVE → REMOVED
 	remove(fav, at.Add(3*time.Minute)) // already REMOVED: no write
 	add(fav, at.Add(4*time.Minute))    // REMOVED → ACTIVE
-	_, err := edges.Toggle(ctx, like, at.Add(5*time.Minute), nil)
+	_, err := edges.Toggle(ctx, like, at.Add(5*time.Minute), reactions.InTrending, nil)
 	step(err) // INSERT ACTIVE
-	_, err = edges.Toggle(ctx, like, at.Add(6*time.Minute), nil)
+	_, err = edges.Toggle(ctx, like, at.Add(6*time.Minute), reactions.InTrending, nil)
 	step(err) // ACTIVE → REMOVED
 	key := map[string]types.AttributeValue{schema.AttrUserID: s("ann"), schema.AttrEdge: s("favorite#g1")}
 	_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{ // a MODIFY that changes no state
@@ -343,7 +346,7 @@ func TestSourceOfResolvesStreamARNs(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	if _, _, err := (&rdynamo.Edges{DB: r.db, Table: r.names.Of(schema.Reactions)}).Add(ctx,
-		reactions.Ref{UserID: "u", Kind: reactions.Like, TargetID: "p"}, time.Now()); err != nil {
+		reactions.Ref{UserID: "u", Kind: reactions.Like, TargetID: "p"}, time.Now(), reactions.InTrending); err != nil {
 		t.Fatal(err)
 	}
 	recs := r.tail(schema.Reactions).next(t)

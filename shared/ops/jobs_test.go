@@ -68,26 +68,39 @@ func runJob(t *testing.T, c *apitest.Client, kind, target string) jobBody {
 }
 
 // world is the data the job tests start from, and the model of what
-// every derived value must say: favorites per game, scores on one board,
-// and streaks of several lengths.
+// every derived value must say: favorites per game (and those of them in
+// trending), scores on one board, and streaks of several lengths.
 type world struct {
 	favorites map[string]int64 // game → net favorites
+	trending  map[string]int64 // game → net favorites in trending
 	scores    map[string]int64 // player → best score on "arena"
 	streaks   map[string]int64 // player → current streak
 }
 
 func seed(t *testing.T, s *stack.Stack, c *apitest.Client) world {
 	t.Helper()
-	w := world{favorites: map[string]int64{}, scores: map[string]int64{}, streaks: map[string]int64{}}
+	w := world{favorites: map[string]int64{}, trending: map[string]int64{}, scores: map[string]int64{}, streaks: map[string]int64{}}
 	for g := range 5 {
 		game := fmt.Sprintf("game-%d", g)
 		for p := range g + 1 {
 			c.Player(fmt.Sprintf("fan-%d", p), "POST", "/v1/favorites/"+game, nil).Expect(t, 200)
 			w.favorites[game]++
+			w.trending[game]++
 		}
 	}
 	c.Player("fan-0", "DELETE", "/v1/favorites/game-4", nil).Expect(t, 200)
 	w.favorites["game-4"]--
+	w.trending["game-4"]--
+	// A player flipping game-1 eleven times within the hour: the last
+	// favorite counts, and is kept out of trending.
+	for i := 1; i <= reactions.MaxTrendingFlips+1; i++ {
+		method := "POST"
+		if i%2 == 0 {
+			method = "DELETE"
+		}
+		c.Player("flipper", method, "/v1/favorites/game-1", nil).Expect(t, 200)
+	}
+	w.favorites["game-1"]++
 
 	c.Service("PUT", "/v1/leaderboards/arena", map[string]any{
 		"title": "Arena", "policy": "best", "order": "desc", "reset": "none", "tie_break": "earliest", "max_n": 100, "timezone": "UTC",
@@ -149,7 +162,7 @@ func (w world) check(t *testing.T, c *apitest.Client) {
 	for _, it := range top.Items {
 		trending[it.ID] = it.Score
 	}
-	for game, want := range w.favorites {
+	for game, want := range w.trending {
 		if trending[game] != want {
 			t.Errorf("all-time trending scores %s %d, want %d (%+v)", game, trending[game], want, top.Items)
 		}
@@ -215,8 +228,18 @@ func TestAReconcileFindsAndRepairsExactlyWhatDrifted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := counts.SetCount(ctx, g2, 42, tally.Version, s.Clock().Now()); err != nil || !ok {
+	if ok, err := counts.SetTotals(ctx, g2, reactions.Totals{Count: 42, Trending: tally.Trending}, tally.Version, s.Clock().Now()); err != nil || !ok {
 		t.Fatalf("corrupt the count: %v %v", ok, err)
+	}
+	// An all-time trending total off its edges (game-1 has a favorite
+	// kept out of trending).
+	g1 := reactions.Target{Kind: reactions.Favorite, ID: "game-1"}
+	tally, err = counts.TargetTally(ctx, g1, s.Clock().Now())
+	if err != nil || tally.Count != 3 || tally.Trending != 2 {
+		t.Fatalf("game-1 before the corruption: %+v %v", tally, err)
+	}
+	if ok, err := counts.SetTotals(ctx, g1, reactions.Totals{Count: 3, Trending: 3}, tally.Version, s.Clock().Now()); err != nil || !ok {
+		t.Fatalf("corrupt the trending total: %v %v", ok, err)
 	}
 	// A Redis board entry off its score (a version ahead, so nothing
 	// replaces it on its own).
@@ -241,10 +264,13 @@ func TestAReconcileFindsAndRepairsExactlyWhatDrifted(t *testing.T) {
 	start := time.Now()
 	found := runJob(t, c, "reconcile", "all")
 	took := time.Since(start)
-	if found.Drifted != 3 || found.Repaired != 3 || len(found.Examples) != 3 {
-		t.Fatalf("reconcile found %d drifted, %d repaired: %q; want the three corrupted values", found.Drifted, found.Repaired, found.Examples)
+	if found.Drifted != 4 || found.Repaired != 4 || len(found.Examples) != 4 {
+		t.Fatalf("reconcile found %d drifted, %d repaired: %q; want the four corrupted values", found.Drifted, found.Repaired, found.Examples)
 	}
-	for _, want := range []string{"count: favorite:game-2: count 42, 3 active edges", "board: arena#", "pro-3 has 999 in redis, 37 in dynamodb", `streak_board: board "global": daily-1 has 30 in redis, 2 in dynamodb`} {
+	for _, want := range []string{
+		"count: favorite:game-2: count 42, 3 active edges", "count: favorite:game-1: all-time trending 3, 2 active edges in trending",
+		"board: arena#", "pro-3 has 999 in redis, 37 in dynamodb", `streak_board: board "global": daily-1 has 30 in redis, 2 in dynamodb`,
+	} {
 		if !slices.ContainsFunc(found.Examples, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("no example says %q: %q", want, found.Examples)
 		}

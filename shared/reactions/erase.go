@@ -14,7 +14,9 @@ import (
 // counter's per-edge markers and the user's cached memberships are dropped
 // only after those deletions were counted, so no marker is written again
 // after they are gone; meanwhile the versions waited for are kept durably,
-// so an erasure that dies mid-way still knows what it waits for.
+// so an erasure that dies mid-way still knows what it waits for. The
+// user's flip counts (Flips) go with their cached memberships; an
+// instance's own counts forget by themselves within the hour.
 type Eraser struct {
 	Edges interface {
 		// EraseUser deletes every edge of user, calling before with each
@@ -30,6 +32,9 @@ type Eraser struct {
 	}
 	Cache interface {
 		ForgetUser(ctx context.Context, user string) error
+		// ForgetFlips drops the user's flip counts (the flip velocity
+		// control's, named by the user).
+		ForgetFlips(ctx context.Context, user string) error
 	}
 	Gen interface {
 		Drop(ctx context.Context, keys ...string) error
@@ -88,6 +93,9 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 	}
 	if err := e.Cache.ForgetUser(ctx, user); err != nil {
 		return false, fmt.Errorf("forget cached reactions: %w", err)
+	}
+	if err := e.Cache.ForgetFlips(ctx, user); err != nil {
+		return false, fmt.Errorf("forget flip counts: %w", err)
 	}
 	if err := e.Gen.Drop(ctx, dirtyUser+user); err != nil {
 		return false, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -13,10 +14,12 @@ import (
 	"github.com/rallyhq/rally/shared/jobs"
 )
 
-// ActiveEdges is what the jobs read of the edges, the truth of every count.
+// ActiveEdges is what the jobs read of the edges, the truth of every count
+// and all-time trending total.
 type ActiveEdges interface {
-	// CountActive counts a target's ACTIVE edges.
-	CountActive(ctx context.Context, t Target) (int64, error)
+	// CountActive counts a target's ACTIVE edges (its count) and those of
+	// them that count in trending (its all-time trending total).
+	CountActive(ctx context.Context, t Target) (Totals, error)
 	// ScanTargets reads a page of the targets with ACTIVE edges.
 	ScanTargets(ctx context.Context, after Position) ([]Target, Position, error)
 }
@@ -25,8 +28,9 @@ type ActiveEdges interface {
 type JobCounts interface {
 	ScanTallies(ctx context.Context, after Position, now time.Time) ([]Tally, Position, error)
 	TargetTally(ctx context.Context, t Target, now time.Time) (Tally, error)
-	// SetCount rewrites a count if its version is still seen (0: none).
-	SetCount(ctx context.Context, t Target, n, seen int64, now time.Time) (bool, error)
+	// SetTotals rewrites a count and all-time trending total if their
+	// version is still seen (0: none).
+	SetTotals(ctx context.Context, t Target, to Totals, seen int64, now time.Time) (bool, error)
 }
 
 // JobMirror is what the jobs read and repair of Redis.
@@ -37,8 +41,8 @@ type JobMirror interface {
 }
 
 // Jobs are the reactions' tasks: rebuild Redis's counts and trending from
-// the durable tallies, reconcile durable counts with the edges and Redis
-// with the durable counts, and recompute every count from the edges.
+// the durable tallies, reconcile durable totals with the edges and Redis
+// with the durable totals, and recompute every total from the edges.
 type Jobs struct {
 	Edges  ActiveEdges
 	Counts JobCounts
@@ -51,9 +55,9 @@ type Jobs struct {
 	Parallel int
 }
 
-// Tasks registers the counters and trending targets of every kind:
-// counts and all-time trending are one value (the net favorites), so
-// both targets run the same task.
+// Tasks registers the counters and trending targets of every kind: a
+// target's count and all-time trending total are one item, read and
+// written together, so both targets run the same task.
 func (j *Jobs) Tasks() jobs.Tasks {
 	rebuild := jobs.Named("reactions-rebuild", j.rebuild)
 	reconcile := jobs.Named("reactions-reconcile", j.reconcile)
@@ -140,22 +144,41 @@ func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.
 // are reported, not repaired.
 const MaxCandidates = 1000
 
-// candidate is a count a reconcile found off its edges, to confirm once
-// the counter processor had time to apply what was in flight.
+// candidate is a count or trending total a reconcile found off its edges,
+// to confirm once the counter processor had time to apply what was in
+// flight.
 type candidate struct {
-	Target  Target `json:"target"`
-	Count   int64  `json:"count"`
-	Version int64  `json:"ver"`
-	Edges   int64  `json:"edges"`
+	Target        Target `json:"target"`
+	Count         int64  `json:"count"`
+	Trending      int64  `json:"trending"`
+	Version       int64  `json:"ver"`
+	Edges         int64  `json:"edges"`
+	TrendingEdges int64  `json:"trending_edges"`
 }
 
-// reconcile checks every durable count against its target's ACTIVE edges,
-// and Redis's cached count and all-time trending score against the
-// durable count (resetting those that drifted). A count off its edges may
-// only be a change the counter processor has not applied yet, so it is a
-// candidate: Settle later it is read again, and rewritten only if neither
-// it nor its edges moved meanwhile (and then on condition that it still
-// has the version read, so a change applied since is never lost).
+func (c candidate) totals() Totals { return Totals{Count: c.Count, Trending: c.Trending} }
+
+func (c candidate) edges() Totals { return Totals{Count: c.Edges, Trending: c.TrendingEdges} }
+
+// offEdges says how durable totals differ from what the edges say.
+func offEdges(t Target, durable, edges Totals) string {
+	var parts []string
+	if durable.Count != edges.Count {
+		parts = append(parts, fmt.Sprintf("count %d, %d active edges", durable.Count, edges.Count))
+	}
+	if durable.Trending != edges.Trending {
+		parts = append(parts, fmt.Sprintf("all-time trending %d, %d active edges in trending", durable.Trending, edges.Trending))
+	}
+	return t.String() + ": " + strings.Join(parts, "; ")
+}
+
+// reconcile checks every durable count and all-time trending total against
+// its target's ACTIVE edges, and Redis's cached count and all-time trending
+// score against them (resetting those that drifted). A total off its edges
+// may only be a change the counter processor has not applied yet, so it
+// is a candidate: Settle later it is read again, and rewritten only if
+// neither it nor its edges moved meanwhile (and then on condition that it
+// still has the version read, so a change applied since is never lost).
 func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
 	c, err := decodeCursor(cursor)
 	if err != nil {
@@ -176,15 +199,18 @@ func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *job
 			var settled []Tally
 			for i, t := range totals {
 				w.Findings.Checked++
-				if edges[i] == t.Count {
+				if edges[i] == t.Totals() {
 					settled = append(settled, t)
 					continue
 				}
 				if len(c.Candidates) >= MaxCandidates {
-					w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges (not confirmed: too many)", t.Target, t.Count, edges[i]), false)
+					w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges[i])+" (not confirmed: too many)", false)
 					continue
 				}
-				c.Candidates = append(c.Candidates, candidate{t.Target, t.Count, t.Version, edges[i]})
+				c.Candidates = append(c.Candidates, candidate{
+					Target: t.Target, Count: t.Count, Trending: t.Trending, Version: t.Version,
+					Edges: edges[i].Count, TrendingEdges: edges[i].Trending,
+				})
 			}
 			w.Progress.Done += int64(len(totals))
 			return j.checkRedis(ctx, settled, w)
@@ -215,29 +241,29 @@ func (j *Jobs) confirm(ctx context.Context, cands []candidate, w *jobs.Work) err
 			return err
 		}
 		switch {
-		case edges == t.Count:
+		case edges == t.Totals():
 			continue // it was in flight
-		case t.Version != cand.Version || edges != cand.Edges:
-			w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges (still changing; not repaired)", t.Target, t.Count, edges), false)
+		case t.Version != cand.Version || edges != cand.edges():
+			w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges)+" (still changing; not repaired)", false)
 			continue
 		}
-		repaired, err := j.Counts.SetCount(ctx, t.Target, edges, t.Version, j.Clock.Now())
+		repaired, err := j.Counts.SetTotals(ctx, t.Target, edges, t.Version, j.Clock.Now())
 		if err != nil {
 			return err
 		}
-		w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges", t.Target, t.Count, edges), repaired)
+		w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges), repaired)
 		if repaired {
-			t.Count, t.Version = edges, t.Version+1
+			t.Count, t.Trending, t.Version = edges.Count, edges.Trending, t.Version+1
 			fixed = append(fixed, t)
 		}
 	}
 	return j.checkRedis(ctx, fixed, w)
 }
 
-// countEdges counts the ACTIVE edges of each tally's target, a few at a
-// time.
-func (j *Jobs) countEdges(ctx context.Context, tallies []Tally) ([]int64, error) {
-	edges := make([]int64, len(tallies))
+// countEdges counts the ACTIVE edges of each tally's target (all, and
+// those in trending), a few at a time.
+func (j *Jobs) countEdges(ctx context.Context, tallies []Tally) ([]Totals, error) {
+	edges := make([]Totals, len(tallies))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cmp.Or(j.Parallel, 16))
 	for i, t := range tallies {
@@ -250,8 +276,8 @@ func (j *Jobs) countEdges(ctx context.Context, tallies []Tally) ([]int64, error)
 	return edges, g.Wait()
 }
 
-// rewrite sets each tally's count to its target's ACTIVE edges where they
-// differ (a recompute, run without load).
+// rewrite sets each tally's count and all-time trending total to its
+// target's ACTIVE edges where they differ (a recompute, run without load).
 func (j *Jobs) rewrite(ctx context.Context, tallies []Tally, w *jobs.Work) error {
 	edges, err := j.countEdges(ctx, tallies)
 	if err != nil {
@@ -259,20 +285,20 @@ func (j *Jobs) rewrite(ctx context.Context, tallies []Tally, w *jobs.Work) error
 	}
 	for i, t := range tallies {
 		w.Findings.Checked++
-		if edges[i] == t.Count {
+		if edges[i] == t.Totals() {
 			continue
 		}
-		repaired, err := j.Counts.SetCount(ctx, t.Target, edges[i], t.Version, j.Clock.Now())
+		repaired, err := j.Counts.SetTotals(ctx, t.Target, edges[i], t.Version, j.Clock.Now())
 		if err != nil {
 			return err
 		}
-		w.Findings.Found("count", fmt.Sprintf("%s: count %d, %d active edges", t.Target, t.Count, edges[i]), repaired)
+		w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges[i]), repaired)
 	}
 	return nil
 }
 
 // checkRedis compares Redis's cached counts and all-time scores with the
-// durable tallies and resets the targets that drifted.
+// durable counts and trending totals and resets the targets that drifted.
 func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) error {
 	targets := make([]Target, len(tallies))
 	for i, t := range tallies {
@@ -289,8 +315,8 @@ func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) er
 			w.Findings.Found("redis_count", fmt.Sprintf("%s: redis %d, dynamodb %d", t.Target, c.N, t.Count), true)
 			drifted = true
 		}
-		if s, ok := allTime[t.Target]; (ok && s != t.Count) || (!ok && t.Count != 0) {
-			w.Findings.Found("trending", fmt.Sprintf("%s: all-time score %d, count %d", t.Target, s, t.Count), true)
+		if s, ok := allTime[t.Target]; (ok && s != t.Trending) || (!ok && t.Trending != 0) {
+			w.Findings.Found("trending", fmt.Sprintf("%s: all-time score %d, trending total %d", t.Target, s, t.Trending), true)
 			drifted = true
 		}
 		if drifted {
@@ -303,9 +329,10 @@ func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) er
 	return j.Mirror.Reset(ctx, reset)
 }
 
-// recompute rewrites every durable count from the edges: first for every
-// target with ACTIVE edges (a lost count item comes back), then for every
-// count item (a target whose edges all went reads 0).
+// recompute rewrites every durable count and all-time trending total from
+// the edges: first for every target with ACTIVE edges (a lost count item
+// comes back), then for every count item (a target whose edges all went
+// reads 0).
 func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
 	c, err := decodeCursor(cursor)
 	if err != nil {
@@ -341,7 +368,7 @@ func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *job
 	return j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
 		var totals []Tally
 		for _, t := range tallies {
-			if t.HasTotal && t.Count != 0 {
+			if t.HasTotal && t.Totals() != (Totals{}) {
 				totals = append(totals, t)
 			}
 		}

@@ -4,7 +4,9 @@
 // processor turns the Reactions stream into counts and trending windows,
 // exactly once; Redis mirrors counts, trending and each player's own
 // reactions so reads are fast, and every read still answers from DynamoDB
-// when Redis cannot be trusted.
+// when Redis cannot be trusted. Counts take every reaction; trending only
+// those the fraud controls trust (not a young account's, nor a player's
+// flipping one edge too fast: see Service.React).
 //
 // Adapters live in sub-packages: dynamo (edges, counts, games) and mirror
 // (the Redis side). This package holds the rules and the HTTP endpoints.
@@ -73,6 +75,18 @@ func (r Ref) String() string { return r.UserID + "→" + string(r.Kind) + ":" + 
 
 func (t Target) String() string { return string(t.Kind) + ":" + t.ID }
 
+// Trend says whether an edge's activation counts in trending. Counts take
+// every activation; the fraud controls keep out of trending those of a
+// young account and those of a player flipping the edge too fast (see
+// Service.React).
+type Trend bool
+
+// Whether an activation counts in trending.
+const (
+	InTrending    Trend = true
+	OutOfTrending Trend = false
+)
+
 // Edge is the current state of one user→target reaction.
 type Edge struct {
 	Ref
@@ -102,6 +116,11 @@ type Change struct {
 	// may cache it any more. A deletion is one version past the edge it
 	// deleted (the rule every stream decoder follows, see shared/streams).
 	Deleted bool
+	// Trend says whether the change moves trending: an activation as its
+	// edge was written (Trend), a deactivation or a deletion as the
+	// activation it ends, so every trending -1 takes back exactly an
+	// earlier +1. Counts take every change.
+	Trend bool
 }
 
 func (c Change) key() Ref             { return c.Ref }
@@ -166,13 +185,15 @@ type Position map[string]string
 
 // Edges is the source of truth for reaction edges.
 type Edges interface {
-	// Add makes the edge active; changed is false if it already was.
-	Add(ctx context.Context, ref Ref, at time.Time) (e Edge, changed bool, err error)
+	// Add makes the edge active, counting in trending or not; changed is
+	// false if it already was active (and then trend changes nothing).
+	Add(ctx context.Context, ref Ref, at time.Time, trend Trend) (e Edge, changed bool, err error)
 	// Remove makes the edge inactive; changed is false if it was not active.
 	Remove(ctx context.Context, ref Ref, at time.Time) (e Edge, changed bool, err error)
-	// Toggle flips the edge. When commit is non-nil its result (the response
-	// to store for an Idempotency-Key) commits atomically with the flip.
-	Toggle(ctx context.Context, ref Ref, at time.Time, commit *Commit) (Edge, error)
+	// Toggle flips the edge (an activation counting in trending or not).
+	// When commit is non-nil its result (the response to store for an
+	// Idempotency-Key) commits atomically with the flip.
+	Toggle(ctx context.Context, ref Ref, at time.Time, trend Trend, commit *Commit) (Edge, error)
 	// Get returns the edges of user to the given targets (missing ones are
 	// returned as never-active edges with Version 0).
 	Get(ctx context.Context, user string, kind Kind, targets []string) (map[string]Edge, error)
@@ -245,23 +266,37 @@ func BucketOf(span Span, t time.Time) BucketRef {
 	return BucketRef{Daily, time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)}
 }
 
-// Bucket is a trending bucket's durable value: the net change of a target's
-// count within the span.
+// Bucket is a trending bucket's durable value: the net change, within the
+// span, of a target's edges that count in trending.
 type Bucket struct {
 	BucketRef
 	Delta   int64
 	Version int64
 }
 
-// Tally is what DynamoDB holds for one target: its count and some of its
-// trending buckets, each with the version that orders cache writes.
+// Tally is what DynamoDB holds for one target: its count, its all-time
+// trending total and some of its trending buckets, each with the version
+// that orders cache writes.
 type Tally struct {
-	Target    Target
-	HasTotal  bool
-	Count     int64
+	Target   Target
+	HasTotal bool
+	Count    int64
+	// Trending is the all-time trending total: the ACTIVE edges that count
+	// in trending (Count less those the fraud controls kept out).
+	Trending  int64
 	Version   int64
 	UpdatedAt time.Time
 	Buckets   []Bucket
+}
+
+// Totals returns the tally's all-time values.
+func (t Tally) Totals() Totals { return Totals{Count: t.Count, Trending: t.Trending} }
+
+// Totals are a target's all-time values: its count (every ACTIVE edge) and
+// its all-time trending total (the ACTIVE edges that count in trending).
+type Totals struct {
+	Count    int64
+	Trending int64
 }
 
 // Counts is the durable side of counting: exactly-once application of

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rallyhq/rally/shared/accounts"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/freshness"
 	"github.com/rallyhq/rally/shared/games"
@@ -24,18 +25,33 @@ type Service struct {
 	// Freshness says how fresh counts and trending are: as of the newest
 	// change the counter processor applied.
 	Freshness freshness.Reads
+	// Flips counts each edge's changes per clock hour (the flip velocity
+	// control).
+	Flips *Flips
 }
+
+// MetricOutOfTrending counts the activations the fraud controls kept out of
+// trending, by reason (young, flips).
+const MetricOutOfTrending = "ReactionsOutOfTrending"
 
 // Caller is who writes.
 type Caller struct {
 	Player string
 }
 
-// React makes c.Player's edge to the target active.
+func (c Caller) ref(t Target) Ref { return Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID} }
+
+// React makes c.Player's edge to the target active. The activation counts,
+// and moves trending unless the fraud controls keep it out (see trend).
 func (s *Service) React(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
-	e, changed, err := s.Edges.Add(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
+	ref, now := c.ref(t), s.Clock.Now()
+	trend, why := s.trend(ctx, ref, now)
+	e, changed, err := s.Edges.Add(ctx, ref, now, trend)
 	if err != nil {
 		return Edge{}, false, err
+	}
+	if changed {
+		s.flipped(ctx, e, now, why)
 	}
 	s.remember(ctx, e)
 	return e, changed, nil
@@ -43,9 +59,13 @@ func (s *Service) React(ctx context.Context, c Caller, t Target) (Edge, bool, er
 
 // Unreact removes c.Player's edge to the target.
 func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, error) {
-	e, changed, err := s.Edges.Remove(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now())
+	now := s.Clock.Now()
+	e, changed, err := s.Edges.Remove(ctx, c.ref(t), now)
 	if err != nil {
 		return Edge{}, false, err
+	}
+	if changed {
+		s.flipped(ctx, e, now, "")
 	}
 	s.remember(ctx, e)
 	return e, changed, nil
@@ -54,12 +74,46 @@ func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, 
 // Toggle flips c.Player's edge to the target; commit, when given, stores
 // the response for the request's Idempotency-Key in the same transaction.
 func (s *Service) Toggle(ctx context.Context, c Caller, t Target, commit *Commit) (Edge, error) {
-	e, err := s.Edges.Toggle(ctx, Ref{UserID: c.Player, Kind: t.Kind, TargetID: t.ID}, s.Clock.Now(), commit)
+	ref, now := c.ref(t), s.Clock.Now()
+	trend, why := s.trend(ctx, ref, now)
+	e, err := s.Edges.Toggle(ctx, ref, now, trend, commit)
 	if err != nil {
 		return Edge{}, err
 	}
+	s.flipped(ctx, e, now, why)
 	s.remember(ctx, e)
 	return e, nil
+}
+
+// trend decides whether an activation of ref now would count in trending,
+// and if not why: not for a young account (accounts.Young, which the gate
+// put in the context), nor once the edge changed MaxTrendingFlips times
+// within the clock hour. Concurrent changes of one edge may each see the
+// count before the others', so a burst may pass the limit by a few.
+func (s *Service) trend(ctx context.Context, ref Ref, now time.Time) (Trend, string) {
+	if accounts.Young(ctx) {
+		return OutOfTrending, "young"
+	}
+	n, err := s.Flips.Count(ctx, ref, now)
+	if err != nil {
+		s.Log.DebugContext(ctx, "flip count read from this instance alone", "error", err.Error())
+	}
+	if n >= MaxTrendingFlips {
+		return OutOfTrending, "flips"
+	}
+	return InTrending, ""
+}
+
+// flipped counts a change of the edge e for the flip velocity control,
+// and an activation kept out of trending (why) in the metrics. A failure
+// to count in Redis leaves the instance's own count.
+func (s *Service) flipped(ctx context.Context, e Edge, now time.Time, why string) {
+	if e.Active() && why != "" {
+		s.Metrics.Count(MetricOutOfTrending, 1, map[string]string{"Reason": why})
+	}
+	if err := s.Flips.Record(ctx, e.Ref, now); err != nil {
+		s.Log.DebugContext(ctx, "flip counted in this instance alone", "edge", e.Ref.String(), "error", err.Error())
+	}
 }
 
 // remember puts the player's own write in the cache so their next status

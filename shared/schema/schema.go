@@ -134,6 +134,19 @@ const (
 	AttrState    = "state"
 )
 
+// The reaction fraud controls' attributes: AttrTrend says whether an
+// edge's latest activation counts in trending (false for a young
+// account's or a fast flipper's; an edge without it counts); AttrUntrended
+// is the target key copied onto an ACTIVE edge kept out of trending,
+// keying the sparse by_untrended index; AttrTrendTotal is a target's
+// all-time trending total beside its count in Counters (a total item
+// without it predates the controls and trends as its count).
+const (
+	AttrTrend      = "trend"
+	AttrUntrended  = "untrended_key"
+	AttrTrendTotal = "trend_total"
+)
+
 // Counters attributes.
 const (
 	AttrCount    = "count"
@@ -218,6 +231,7 @@ const (
 const (
 	IndexReactionsByTime    = "by_time"
 	IndexReactionsByTarget  = "by_target"
+	IndexReactionsUntrended = "by_untrended"
 	IndexScoresByScore      = "by_score"
 	IndexStreaksLive        = "by_streak"
 	IndexStreaksRegion      = "by_region_streak"
@@ -231,7 +245,9 @@ const (
 // Reactions holds user→target edges (favorites of games, likes of posts).
 // by_time is sparse (listed_at exists only while the edge is ACTIVE) so a
 // newest-first list needs no filter; by_target is sparse the same way so a
-// target's ACTIVE edges can be counted when rebuilding counters.
+// target's ACTIVE edges can be counted when rebuilding counters, and
+// by_untrended holds only the ACTIVE edges kept out of trending, so a
+// target's all-time trending total can be counted too.
 var Reactions = Table{
 	Name:         "Reactions",
 	PartitionKey: Key{AttrUserID, String},
@@ -245,6 +261,11 @@ var Reactions = Table{
 	GlobalIndexes: []Index{{
 		Name:         IndexReactionsByTarget,
 		PartitionKey: Key{AttrTarget, String},
+		SortKey:      &Key{AttrUserID, String},
+		Projection:   ProjectKeysOnly,
+	}, {
+		Name:         IndexReactionsUntrended,
+		PartitionKey: Key{AttrUntrended, String},
 		SortKey:      &Key{AttrUserID, String},
 		Projection:   ProjectKeysOnly,
 	}},
@@ -268,7 +289,7 @@ var Counters = Table{
 // Each family is written and read by one package; declaring the keys here
 // keeps the families from colliding. By pk and sk:
 //
-//	{kind}#{target}              total              a reaction target's durable count: count, ver, updated_at (reactions/dynamo)
+//	{kind}#{target}              total              a reaction target's durable count: count, trend_total, ver, updated_at (reactions/dynamo)
 //	{kind}#{target}              {span}#{start}     a trending bucket, span h or d (reactions.Span): delta, ver, updated_at, expires_at
 //	applied#{user}               {kind}#{target}    the edge version the counter processor last counted: ver, expires_at
 //	snapshot#trending#{kind}     {window}           a stored top-N for reads without Redis: items, as_of

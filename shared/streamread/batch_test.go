@@ -25,7 +25,7 @@ func TestReadRangeReadsExactlyTheParkedBatch(t *testing.T) {
 	edges := &rdynamo.Edges{DB: db, Table: table}
 	for i := 0; i < 6; i++ {
 		ref := reactions.Ref{UserID: "u1", Kind: reactions.Favorite, TargetID: fmt.Sprintf("g%d", i)}
-		if _, _, err := edges.Add(ctx, ref, time.Now()); err != nil {
+		if _, _, err := edges.Add(ctx, ref, time.Now(), reactions.InTrending); err != nil {
 			t.Fatal(err)
 		}
 	}

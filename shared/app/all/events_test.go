@@ -361,7 +361,7 @@ func TestDlqArchiverSampleMessage(t *testing.T) {
 
 	// A real batch: one favorite, on the test's Reactions stream.
 	edges := reactionsbind.Edges(d.deps)
-	if _, _, err := edges.Add(ctx, reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "space-race"}, time.Now()); err != nil {
+	if _, _, err := edges.Add(ctx, reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "space-race"}, time.Now(), reactions.InTrending); err != nil {
 		t.Fatal(err)
 	}
 	arn, err := streamread.StreamARN(ctx, d.deps.DB, d.deps.Table(schema.Reactions))

@@ -34,6 +34,7 @@ func bindReactions(d *app.Deps) app.Handlers {
 		Log:       d.Log,
 		Metrics:   d.Metrics,
 		Freshness: freshnessbind.Reads(d, routes.CounterProcessor),
+		Flips:     &reactions.Flips{Store: m},
 	}
 	h := &reactions.API{Service: svc, Idempotency: d.Idempotency(), Cursors: d.Cursors}
 	p := &reactions.CounterProcessor{

@@ -23,8 +23,11 @@ import (
 
 // Counts writes four of the Counters table's item families (see
 // schema.CountersTotalSK and the keys declared with it): a target's total
-// and its hourly (h#2026112210) and daily (d#20261122) trending buckets
-// under pk {kind}#{target}, the applied markers and the trending snapshots.
+// (its count and its all-time trending total) and its hourly (h#2026112210)
+// and daily (d#20261122) trending buckets under pk {kind}#{target}, the
+// applied markers and the trending snapshots. Counts take every change;
+// trending (the trending total and the buckets) only the changes that
+// count in trending (reactions.Change.Trend).
 const (
 	hourlyRetention = 49 * time.Hour
 	dailyRetention  = 9 * 24 * time.Hour
@@ -105,7 +108,8 @@ type unit struct {
 	target  reactions.Target
 	edges   []*edgeRun
 	buckets map[reactions.BucketRef]int64
-	delta   int64
+	delta   int64 // of the count
+	trend   int64 // of the all-time trending total
 }
 
 func newUnit(t reactions.Target) *unit {
@@ -136,14 +140,19 @@ func (u *unit) add(r *edgeRun) {
 	u.edges = append(u.edges, r)
 	for _, c := range r.changes {
 		u.delta += int64(c.Delta)
+		if c.Trend {
+			u.trend += int64(c.Delta)
+		}
 		for _, b := range changeBuckets(c) {
 			u.buckets[b] += int64(c.Delta)
 		}
 	}
 }
 
+// changeBuckets names the trending buckets a change moves: none when it
+// does not count in trending.
 func changeBuckets(c reactions.Change) []reactions.BucketRef {
-	if c.Delta == 0 {
+	if c.Delta == 0 || !c.Trend {
 		return nil
 	}
 	return []reactions.BucketRef{reactions.BucketOf(reactions.Hourly, c.At), reactions.BucketOf(reactions.Daily, c.At)}
@@ -297,8 +306,13 @@ func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWrite
 				ddb.MustBuild(expression.NewBuilder().WithCondition(seen)))})
 		}
 		tk := ddb.S(targetKey(u.target))
-		if u.delta != 0 {
-			total := expression.Add(expression.Name(schema.AttrCount), expression.Value(u.delta)).
+		if u.delta != 0 || u.trend != 0 {
+			count, trend := expression.Name(schema.AttrCount), expression.Name(schema.AttrTrendTotal)
+			// A total written before the trending total existed trends as
+			// its count: every edge it counted was in trending.
+			trendWas := expression.IfNotExists(trend, expression.IfNotExists(count, expression.Value(0)))
+			total := expression.Add(count, expression.Value(u.delta)).
+				Set(trend, expression.Plus(trendWas, expression.Value(u.trend))).
 				Add(ver, expression.Value(1)).
 				Set(expression.Name(schema.AttrUpdatedAt), stamp)
 			key := map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(schema.CountersTotalSK)}
@@ -327,13 +341,23 @@ func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWrite
 
 // counterItem is any item under a target's partition.
 type counterItem struct {
-	PK        string `dynamodbav:"pk"`
-	SK        string `dynamodbav:"sk"`
-	Count     int64  `dynamodbav:"count"`
-	Delta     int64  `dynamodbav:"delta"`
-	Ver       int64  `dynamodbav:"ver"`
-	UpdatedAt string `dynamodbav:"updated_at"`
-	ExpiresAt int64  `dynamodbav:"expires_at"`
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	Count      int64  `dynamodbav:"count"`
+	TrendTotal *int64 `dynamodbav:"trend_total"`
+	Delta      int64  `dynamodbav:"delta"`
+	Ver        int64  `dynamodbav:"ver"`
+	UpdatedAt  string `dynamodbav:"updated_at"`
+	ExpiresAt  int64  `dynamodbav:"expires_at"`
+}
+
+// trending is a total item's all-time trending total; one written before
+// it existed trends as its count.
+func (it counterItem) trending() int64 {
+	if it.TrendTotal == nil {
+		return it.Count
+	}
+	return *it.TrendTotal
 }
 
 // tallies folds target-partition items into tallies, skipping expired
@@ -357,7 +381,7 @@ func tallies(raw []map[string]types.AttributeValue, now time.Time) ([]reactions.
 			order = append(order, t)
 		}
 		if it.SK == schema.CountersTotalSK {
-			ta.HasTotal, ta.Count, ta.Version, ta.UpdatedAt = true, it.Count, it.Ver, ddb.ParseTime(it.UpdatedAt)
+			ta.HasTotal, ta.Count, ta.Trending, ta.Version, ta.UpdatedAt = true, it.Count, it.trending(), it.Ver, ddb.ParseTime(it.UpdatedAt)
 			continue
 		}
 		if b, ok := parseBucketSK(it.SK); ok && (it.ExpiresAt == 0 || it.ExpiresAt > now.Unix()) {

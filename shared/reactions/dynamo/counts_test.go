@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
@@ -18,11 +22,18 @@ func newCounts(t *testing.T) *dynamo.Counts {
 	return &dynamo.Counts{DB: db, Table: names.Of(schema.Counters)}
 }
 
+// change is a change of a favorite that counts in trending.
 func change(user, target string, ver int64, active bool, delta int, at time.Time) reactions.Change {
 	return reactions.Change{
 		Ref:     reactions.Ref{UserID: user, Kind: reactions.Favorite, TargetID: target},
-		Version: ver, Active: active, Delta: delta, At: at,
+		Version: ver, Active: active, Delta: delta, At: at, Trend: true,
 	}
+}
+
+// untrended is a change the fraud controls kept out of trending.
+func untrended(c reactions.Change) reactions.Change {
+	c.Trend = false
+	return c
 }
 
 func count(t *testing.T, c *dynamo.Counts, target string) int64 {
@@ -159,5 +170,89 @@ func TestSnapshotsNeverGoBackInTime(t *testing.T) {
 	}
 	if _, found, _ := c.Snapshot(ctx, reactions.Favorite, reactions.Last7d); found {
 		t.Fatal("a window never saved was found")
+	}
+}
+
+// tallyOf reads a target's total, trending total and the sums of its live
+// hourly and daily buckets.
+func tallyOf(t *testing.T, c *dynamo.Counts, target string) (count, trending, hourly, daily int64) {
+	t.Helper()
+	tally, err := c.TargetTally(context.Background(), reactions.Target{Kind: reactions.Favorite, ID: target}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range tally.Buckets {
+		if b.Span == reactions.Hourly {
+			hourly += b.Delta
+		} else {
+			daily += b.Delta
+		}
+	}
+	return tally.Count, tally.Trending, hourly, daily
+}
+
+// Changes kept out of trending count in the count and nowhere in
+// trending (all-time total, hourly and daily buckets); the end of such an
+// edge takes nothing back from trending, the end of a trending one takes
+// back its +1. Redelivered, whole or in part, nothing counts twice.
+func TestChangesOutOfTrendingCountButDoNotTrend(t *testing.T) {
+	ctx := context.Background()
+	c := newCounts(t)
+	batch := []reactions.Change{
+		change("trusted", "g1", 1, true, 1, t0),
+		untrended(change("young", "g1", 1, true, 1, t0)),
+		untrended(change("flipper", "g1", 11, true, 1, t0.Add(time.Minute))),
+		// A deactivation carries the flag of the activation it ends.
+		untrended(change("flipper", "g1", 12, false, -1, t0.Add(2*time.Minute))),
+		change("old-fan", "g1", 3, false, -1, t0.Add(3*time.Minute)),
+	}
+	if n, err := c.Apply(ctx, batch, t0); err != nil || n != len(batch) {
+		t.Fatalf("applied %d, %v", n, err)
+	}
+	// Count: +1 +1 +1 -1 -1; trending: +1 -1.
+	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 1 || trending != 0 || hourly != 0 || daily != 0 {
+		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 1, 0, 0, 0", count, trending, hourly, daily)
+	}
+	for name, again := range map[string][]reactions.Change{"whole batch": batch, "second half": batch[2:], "first half": batch[:3]} {
+		if n, err := c.Apply(ctx, again, t0); err != nil || n != 0 {
+			t.Fatalf("%s redelivered: applied %d, %v", name, n, err)
+		}
+	}
+	// One batch whose count does not move while its trending does: a
+	// trusted favorite ends as an untrusted one starts.
+	more := []reactions.Change{
+		change("trusted", "g1", 2, false, -1, t0.Add(4*time.Minute)),
+		untrended(change("young-2", "g1", 1, true, 1, t0.Add(4*time.Minute))),
+	}
+	if n, err := c.Apply(ctx, more, t0); err != nil || n != 2 {
+		t.Fatalf("applied %d, %v", n, err)
+	}
+	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 1 || trending != -1 || hourly != -1 || daily != -1 {
+		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 1, -1, -1, -1", count, trending, hourly, daily)
+	}
+}
+
+// A total item written before the trending total existed (count alone)
+// trends as its count, and keeps doing so once changes apply to it.
+func TestATotalWithoutTrendingTotalTrendsAsItsCount(t *testing.T) {
+	ctx := context.Background()
+	db, names, _ := testenv.DynamoDB(t)
+	c := &dynamo.Counts{DB: db, Table: names.Of(schema.Counters)}
+	item := map[string]types.AttributeValue{
+		schema.AttrPK: &types.AttributeValueMemberS{Value: "favorite#legacy"}, schema.AttrSK: &types.AttributeValueMemberS{Value: schema.CountersTotalSK},
+		schema.AttrCount: &types.AttributeValueMemberN{Value: "5"}, schema.AttrVer: &types.AttributeValueMemberN{Value: "9"},
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(names.Of(schema.Counters)), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if count, trending, _, _ := tallyOf(t, c, "legacy"); count != 5 || trending != 5 {
+		t.Fatalf("before any change: count %d, trending %d; want 5 and 5", count, trending)
+	}
+	batch := []reactions.Change{untrended(change("young", "legacy", 1, true, 1, t0)), change("fan", "legacy", 2, false, -1, t0)}
+	if _, err := c.Apply(ctx, batch, t0); err != nil {
+		t.Fatal(err)
+	}
+	if count, trending, _, _ := tallyOf(t, c, "legacy"); count != 5 || trending != 4 {
+		t.Fatalf("after a young favorite and an unfavorite: count %d, trending %d; want 5 and 4", count, trending)
 	}
 }

@@ -23,19 +23,28 @@ import (
 )
 
 // edgeItem is a Reactions item. listed_at and target_key exist only while
-// the edge is ACTIVE, which keeps both indexes sparse.
+// the edge is ACTIVE, and untrended_key only while it is ACTIVE and kept
+// out of trending, which keeps the three indexes sparse. trend is written
+// by every activation and kept by a deactivation, so the stream's old
+// image of a deactivation says what the activation it ends counted in.
 type edgeItem struct {
-	UserID    string `dynamodbav:"user_id"`
-	Edge      string `dynamodbav:"edge"`
-	Kind      string `dynamodbav:"kind"`
-	TargetID  string `dynamodbav:"target_id"`
-	State     string `dynamodbav:"state"`
-	Ver       int64  `dynamodbav:"ver"`
-	CreatedAt string `dynamodbav:"created_at"`
-	UpdatedAt string `dynamodbav:"updated_at"`
-	ListedAt  string `dynamodbav:"listed_at,omitempty"`
-	TargetKey string `dynamodbav:"target_key,omitempty"`
+	UserID       string `dynamodbav:"user_id"`
+	Edge         string `dynamodbav:"edge"`
+	Kind         string `dynamodbav:"kind"`
+	TargetID     string `dynamodbav:"target_id"`
+	State        string `dynamodbav:"state"`
+	Ver          int64  `dynamodbav:"ver"`
+	CreatedAt    string `dynamodbav:"created_at"`
+	UpdatedAt    string `dynamodbav:"updated_at"`
+	ListedAt     string `dynamodbav:"listed_at,omitempty"`
+	TargetKey    string `dynamodbav:"target_key,omitempty"`
+	Trend        *bool  `dynamodbav:"trend"`
+	UntrendedKey string `dynamodbav:"untrended_key,omitempty"`
 }
+
+// trends reports whether the edge's latest activation counts in trending;
+// an edge written before the fraud controls does.
+func (it edgeItem) trends() bool { return it.Trend == nil || *it.Trend }
 
 // edgeSK is the sort key of an edge: {kind}#{target}.
 func edgeSK(kind reactions.Kind, target string) string { return string(kind) + "#" + target }
@@ -86,8 +95,9 @@ func edgeAt(ver int64) expression.ConditionBuilder {
 	return edgeVer.Equal(expression.Value(ver))
 }
 
-// activate is the update that makes an edge ACTIVE at `at`, under cond.
-func activate(ref reactions.Ref, at time.Time, cond expression.ConditionBuilder) expression.Expression {
+// activate is the update that makes an edge ACTIVE at `at`, counting in
+// trending or not, under cond.
+func activate(ref reactions.Ref, at time.Time, trend reactions.Trend, cond expression.ConditionBuilder) expression.Expression {
 	now := expression.Value(ddb.FormatTime(at))
 	update := expression.Set(edgeState, expression.Value(string(reactions.Active))).
 		Set(edgeVer, expression.Plus(expression.IfNotExists(edgeVer, expression.Value(0)), expression.Value(1))).
@@ -96,24 +106,32 @@ func activate(ref reactions.Ref, at time.Time, cond expression.ConditionBuilder)
 		Set(expression.Name(schema.AttrCreatedAt), now).
 		Set(expression.Name(schema.AttrUpdatedAt), now).
 		Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID))).
-		Set(expression.Name(schema.AttrTarget), expression.Value(targetKey(ref.Target())))
+		Set(expression.Name(schema.AttrTarget), expression.Value(targetKey(ref.Target()))).
+		Set(expression.Name(schema.AttrTrend), expression.Value(bool(trend)))
+	if trend {
+		update = update.Remove(expression.Name(schema.AttrUntrended))
+	} else {
+		update = update.Set(expression.Name(schema.AttrUntrended), expression.Value(targetKey(ref.Target())))
+	}
 	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }
 
 // deactivate is the update that makes an edge REMOVED at `at`, under cond.
+// It keeps trend: the stream's old image carries it to the counter.
 func deactivate(at time.Time, cond expression.ConditionBuilder) expression.Expression {
 	update := expression.Set(edgeState, expression.Value(string(reactions.Removed))).
 		Set(edgeVer, edgeVer.Plus(expression.Value(1))).
 		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(at))).
 		Remove(expression.Name(schema.AttrListedAt)).
-		Remove(expression.Name(schema.AttrTarget))
+		Remove(expression.Name(schema.AttrTarget)).
+		Remove(expression.Name(schema.AttrUntrended))
 	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }
 
 // Add makes the edge ACTIVE unless it already is.
-func (s *Edges) Add(ctx context.Context, ref reactions.Ref, at time.Time) (reactions.Edge, bool, error) {
+func (s *Edges) Add(ctx context.Context, ref reactions.Ref, at time.Time, trend reactions.Trend) (reactions.Edge, bool, error) {
 	notActive := edgeAbsent.Or(edgeState.NotEqual(expression.Value(string(reactions.Active))))
-	return s.change(ctx, ref, ddb.UpdateInput(s.Table, s.key(ref), activate(ref, at, notActive)))
+	return s.change(ctx, ref, ddb.UpdateInput(s.Table, s.key(ref), activate(ref, at, trend, notActive)))
 }
 
 // Remove makes the edge REMOVED if it is ACTIVE.
@@ -155,7 +173,7 @@ func (s *Edges) change(ctx context.Context, ref reactions.Ref, in *dynamodb.Upda
 // write to the same edge wins the race. With commit, the idempotency record
 // completes in the same transaction, so a retry of the request can never
 // flip the edge a second time.
-func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, commit *reactions.Commit) (reactions.Edge, error) {
+func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, trend reactions.Trend, commit *reactions.Commit) (reactions.Edge, error) {
 	for attempt := 0; attempt < 16; attempt++ {
 		cur, err := s.get(ctx, ref)
 		if err != nil {
@@ -170,7 +188,7 @@ func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, com
 			change = deactivate(at, edgeAt(cur.Version))
 		} else {
 			after.State, after.CreatedAt = reactions.Active, at
-			change = activate(ref, at, edgeAt(cur.Version))
+			change = activate(ref, at, trend, edgeAt(cur.Version))
 		}
 		err = s.commit(ctx, ref, change, after, commit)
 		if err == nil {

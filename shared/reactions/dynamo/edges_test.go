@@ -5,9 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/clock"
@@ -15,6 +21,7 @@ import (
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
 )
 
 // t0 is in the coming year: DynamoDB Local expires items by TTL against the
@@ -35,11 +42,11 @@ func TestAddAndRemoveChangeStateOnceAndBumpTheVersion(t *testing.T) {
 	s := newEdges(t)
 	ref := reactions.Ref{UserID: "alice", Kind: reactions.Favorite, TargetID: "g1"}
 
-	e, changed, err := s.Add(ctx, ref, t0)
+	e, changed, err := s.Add(ctx, ref, t0, reactions.InTrending)
 	if err != nil || !changed || !e.Active() || e.Version != 1 || !e.CreatedAt.Equal(t0) {
 		t.Fatalf("first add: %+v changed=%v err=%v", e, changed, err)
 	}
-	e, changed, err = s.Add(ctx, ref, t0.Add(time.Minute))
+	e, changed, err = s.Add(ctx, ref, t0.Add(time.Minute), reactions.InTrending)
 	if err != nil || changed || e.Version != 1 || !e.CreatedAt.Equal(t0) {
 		t.Fatalf("repeated add must change nothing and report the original time: %+v changed=%v err=%v", e, changed, err)
 	}
@@ -54,7 +61,7 @@ func TestAddAndRemoveChangeStateOnceAndBumpTheVersion(t *testing.T) {
 	if _, changed, err = s.Remove(ctx, never, t0); changed || err != nil {
 		t.Fatalf("removing an edge that never existed: changed=%v err=%v", changed, err)
 	}
-	e, changed, _ = s.Add(ctx, ref, t0.Add(4*time.Minute))
+	e, changed, _ = s.Add(ctx, ref, t0.Add(4*time.Minute), reactions.InTrending)
 	if !changed || e.Version != 3 || !e.CreatedAt.Equal(t0.Add(4*time.Minute)) {
 		t.Fatalf("re-adding: %+v changed=%v", e, changed)
 	}
@@ -76,7 +83,7 @@ func TestConcurrentAddsOfOneEdgeChangeItOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, changed, err := s.Add(context.Background(), ref, t0)
+			_, changed, err := s.Add(context.Background(), ref, t0, reactions.InTrending)
 			if err != nil {
 				t.Error(err)
 			}
@@ -113,7 +120,7 @@ func TestRacingAddsAndRemovesEndInTheLastSuccessfulWrite(t *testing.T) {
 				var changed bool
 				var err error
 				if rng.Intn(2) == 0 {
-					e, changed, err = s.Add(context.Background(), ref, t0)
+					e, changed, err = s.Add(context.Background(), ref, t0, reactions.InTrending)
 				} else {
 					e, changed, err = s.Remove(context.Background(), ref, t0)
 				}
@@ -164,7 +171,7 @@ func TestToggleCommitsTheIdempotencyRecordWithTheFlip(t *testing.T) {
 	if err != nil || stored != nil {
 		t.Fatalf("begin: %v %v", stored, err)
 	}
-	e, err := s.Toggle(ctx, ref, t0, &reactions.Commit{Claim: claim, Respond: func(after reactions.Edge) (idempotency.Result, error) {
+	e, err := s.Toggle(ctx, ref, t0, reactions.InTrending, &reactions.Commit{Claim: claim, Respond: func(after reactions.Edge) (idempotency.Result, error) {
 		body, _ := json.Marshal(map[string]bool{"liked": after.Active()})
 		return idempotency.Result{Status: 200, Body: body}, nil
 	}})
@@ -175,7 +182,7 @@ func TestToggleCommitsTheIdempotencyRecordWithTheFlip(t *testing.T) {
 	if err != nil || stored == nil || string(stored.Body) != `{"liked":true}` {
 		t.Fatalf("retry must see the stored response: %+v %v", stored, err)
 	}
-	e, err = s.Toggle(ctx, ref, t0.Add(time.Second), nil)
+	e, err = s.Toggle(ctx, ref, t0.Add(time.Second), reactions.InTrending, nil)
 	if err != nil || e.Active() || e.Version != 2 {
 		t.Fatalf("second toggle: %+v %v", e, err)
 	}
@@ -189,7 +196,7 @@ func TestConcurrentTogglesAllApply(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.Toggle(context.Background(), ref, t0, nil); err != nil {
+			if _, err := s.Toggle(context.Background(), ref, t0, reactions.InTrending, nil); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -206,12 +213,12 @@ func TestListIsNewestFirstPagedAndSkipsRemovedEdges(t *testing.T) {
 	s := newEdges(t)
 	for i := 0; i < 7; i++ {
 		ref := reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: fmt.Sprintf("g%d", i)}
-		if _, _, err := s.Add(ctx, ref, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+		if _, _, err := s.Add(ctx, ref, t0.Add(time.Duration(i)*time.Minute), reactions.InTrending); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A like and a removed favorite must not show up in the favorites list.
-	if _, _, err := s.Add(ctx, reactions.Ref{UserID: "fay", Kind: reactions.Like, TargetID: "p1"}, t0); err != nil {
+	if _, _, err := s.Add(ctx, reactions.Ref{UserID: "fay", Kind: reactions.Like, TargetID: "p1"}, t0, reactions.InTrending); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Remove(ctx, reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: "g3"}, t0.Add(time.Hour)); err != nil {
@@ -237,5 +244,92 @@ func TestListIsNewestFirstPagedAndSkipsRemovedEdges(t *testing.T) {
 	want := []string{"g6", "g5", "g4", "g2", "g1", "g0"}
 	if fmt.Sprint(got) != fmt.Sprint(want) || pages != 3 {
 		t.Fatalf("listed %v in %d pages, want %v in 3 (no empty last page)", got, pages, want)
+	}
+}
+
+// Each activation writes whether it counts in trending; the stream
+// carries it to the counter on the activation and, from the old image, on
+// the deactivation or deletion that ends it, so every trending -1 takes
+// back an earlier +1. The jobs' count of a target's edges in trending
+// follows the same flag, and an edge written before it existed counts.
+func TestTheTrendFlagRidesFromEachActivationToItsEnd(t *testing.T) {
+	ctx := context.Background()
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "gil", Kind: reactions.Favorite, TargetID: "g1"}
+	target := ref.Target()
+	if _, _, err := s.Add(ctx, reactions.Ref{UserID: "hal", Kind: reactions.Favorite, TargetID: "g1"}, t0, reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	item := func() map[string]types.AttributeValue {
+		t.Helper()
+		out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{
+			schema.AttrUserID: &types.AttributeValueMemberS{Value: ref.UserID}, schema.AttrEdge: &types.AttributeValueMemberS{Value: "favorite#g1"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	totals := func(want reactions.Totals) {
+		t.Helper()
+		if got, err := s.CountActive(ctx, target); err != nil || got != want {
+			t.Fatalf("active edges of g1: %+v %v, want %+v", got, err, want)
+		}
+	}
+	prev := map[string]types.AttributeValue(nil)
+	step := func(name string, write func() error, delta int, trend bool) {
+		t.Helper()
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		cur := item()
+		c, ok, err := dynamo.ChangeFromRecord(events.DynamoDBEventRecord{Change: events.DynamoDBStreamRecord{
+			OldImage: streams.FromItem(prev), NewImage: streams.FromItem(cur), SequenceNumber: name,
+		}})
+		if err != nil || !ok || c.Delta != delta || c.Trend != trend || c.Deleted != (cur == nil) {
+			t.Fatalf("%s: decoded %+v ok=%v %v; want delta %d, trend %v", name, c, ok, err, delta, trend)
+		}
+		prev = cur
+	}
+	out := reactions.OutOfTrending
+	step("young favorite", func() error { _, _, err := s.Add(ctx, ref, t0, out); return err }, 1, false)
+	totals(reactions.Totals{Count: 2, Trending: 1})
+	step("its unfavorite", func() error { _, _, err := s.Remove(ctx, ref, t0.Add(time.Minute)); return err }, -1, false)
+	totals(reactions.Totals{Count: 1, Trending: 1})
+	step("trusted favorite", func() error { _, _, err := s.Add(ctx, ref, t0.Add(2*time.Minute), reactions.InTrending); return err }, 1, true)
+	totals(reactions.Totals{Count: 2, Trending: 2})
+	// A favorite of a favorited game changes nothing, its flag included.
+	if _, changed, err := s.Add(ctx, ref, t0.Add(3*time.Minute), out); err != nil || changed {
+		t.Fatalf("a repeated favorite: changed=%v %v", changed, err)
+	}
+	if cur := item(); !reflect.DeepEqual(cur, prev) {
+		t.Fatalf("a repeated favorite rewrote the edge: %v, was %v", cur, prev)
+	}
+	totals(reactions.Totals{Count: 2, Trending: 2})
+	step("trusted unfavorite", func() error { _, err := s.Toggle(ctx, ref, t0.Add(4*time.Minute), out, nil); return err }, -1, true)
+	totals(reactions.Totals{Count: 1, Trending: 1})
+	step("toggle out of trending", func() error { _, err := s.Toggle(ctx, ref, t0.Add(5*time.Minute), out, nil); return err }, 1, false)
+	totals(reactions.Totals{Count: 2, Trending: 1})
+	step("erasure", func() error {
+		_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table), Key: map[string]types.AttributeValue{
+			schema.AttrUserID: &types.AttributeValueMemberS{Value: ref.UserID}, schema.AttrEdge: &types.AttributeValueMemberS{Value: "favorite#g1"},
+		}})
+		return err
+	}, -1, false)
+	totals(reactions.Totals{Count: 1, Trending: 1})
+
+	// An edge written before the flag existed counts in trending.
+	legacy := item()
+	if legacy != nil {
+		t.Fatalf("the erased edge is still there: %v", legacy)
+	}
+	if _, _, err := s.Add(ctx, ref, t0.Add(6*time.Minute), reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	legacy = item()
+	delete(legacy, schema.AttrTrend)
+	c, ok, err := dynamo.ChangeFromRecord(events.DynamoDBEventRecord{Change: events.DynamoDBStreamRecord{OldImage: streams.FromItem(legacy), SequenceNumber: "legacy"}})
+	if err != nil || !ok || c.Delta != -1 || !c.Trend {
+		t.Fatalf("the deletion of an edge without the flag: %+v ok=%v %v; want -1 in trending", c, ok, err)
 	}
 }

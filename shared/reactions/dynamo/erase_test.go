@@ -35,7 +35,7 @@ func TestEraseUserDeletesEveryEdgeAndItsDeletionCountsOnce(t *testing.T) {
 		var changed bool
 		var err error
 		if add {
-			e, changed, err = edges.Add(ctx, r, now)
+			e, changed, err = edges.Add(ctx, r, now, reactions.InTrending)
 		} else {
 			e, changed, err = edges.Remove(ctx, r, now)
 		}

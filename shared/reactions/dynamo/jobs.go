@@ -18,18 +18,34 @@ import (
 var _ reactions.ActiveEdges = (*Edges)(nil)
 
 // CountActive counts a target's ACTIVE edges in the sparse by_target
-// index (an edge leaves it when it stops being active).
-func (s *Edges) CountActive(ctx context.Context, t reactions.Target) (int64, error) {
+// index (an edge leaves it when it stops being active), and those of them
+// kept out of trending in the sparse by_untrended index (an edge is there
+// only while it is ACTIVE and out of trending): the rest count in
+// trending.
+func (s *Edges) CountActive(ctx context.Context, t reactions.Target) (reactions.Totals, error) {
+	active, err := s.countIndex(ctx, schema.IndexReactionsByTarget, schema.AttrTarget, t)
+	if err != nil {
+		return reactions.Totals{}, fmt.Errorf("count active edges of %s: %w", t, err)
+	}
+	untrended, err := s.countIndex(ctx, schema.IndexReactionsUntrended, schema.AttrUntrended, t)
+	if err != nil {
+		return reactions.Totals{}, fmt.Errorf("count active edges of %s out of trending: %w", t, err)
+	}
+	return reactions.Totals{Count: active, Trending: active - untrended}, nil
+}
+
+// countIndex counts the items of an index keyed by target key.
+func (s *Edges) countIndex(ctx context.Context, index, key string, t reactions.Target) (int64, error) {
 	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrTarget).Equal(expression.Value(targetKey(t))))))
-	in.IndexName = aws.String(schema.IndexReactionsByTarget)
+		expression.Key(key).Equal(expression.Value(targetKey(t))))))
+	in.IndexName = aws.String(index)
 	in.Select = types.SelectCount
 	var n int64
 	p := dynamodb.NewQueryPaginator(s.DB, in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("count active edges of %s: %w", t, err)
+			return 0, err
 		}
 		n += int64(out.Count)
 	}
@@ -82,18 +98,20 @@ func position(last map[string]types.AttributeValue) reactions.Position {
 	return p
 }
 
-// SetCount rewrites a target's durable count (a reconcile's repair or a
-// recompute) if its version is still seen (0: the count item is missing),
-// so a change the counter processor applied meanwhile is never lost; it
-// bumps the version, so Redis takes the new value. ok is false when the
-// version moved on.
-func (s *Counts) SetCount(ctx context.Context, t reactions.Target, n, seen int64, now time.Time) (bool, error) {
+// SetTotals rewrites a target's durable count and all-time trending total
+// (a reconcile's repair or a recompute) if its version is still seen (0:
+// the count item is missing), so a change the counter processor applied
+// meanwhile is never lost; it bumps the version, so Redis takes the new
+// values. ok is false when the version moved on.
+func (s *Counts) SetTotals(ctx context.Context, t reactions.Target, to reactions.Totals, seen int64, now time.Time) (bool, error) {
 	ver := expression.Name(schema.AttrVer)
 	cond := ver.Equal(expression.Value(seen))
 	if seen == 0 {
 		cond = expression.Name(schema.AttrPK).AttributeNotExists().Or(cond)
 	}
-	upd := expression.Set(expression.Name(schema.AttrCount), expression.Value(n)).Add(ver, expression.Value(1)).
+	upd := expression.Set(expression.Name(schema.AttrCount), expression.Value(to.Count)).
+		Set(expression.Name(schema.AttrTrendTotal), expression.Value(to.Trending)).
+		Add(ver, expression.Value(1)).
 		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(now)))
 	key := map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(schema.CountersTotalSK)}
 	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, key, ddb.MustBuild(expression.NewBuilder().WithCondition(cond).WithUpdate(upd))))
@@ -101,7 +119,7 @@ func (s *Counts) SetCount(ctx context.Context, t reactions.Target, n, seen int64
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("set count of %s: %w", t, err)
+		return false, fmt.Errorf("set totals of %s: %w", t, err)
 	}
 	return true, nil
 }

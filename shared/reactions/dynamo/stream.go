@@ -54,11 +54,17 @@ func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, e
 	if c.Ref.UserID == "" || c.Ref.TargetID == "" || c.Ref.Kind == "" {
 		return reactions.Change{}, false, fmt.Errorf("record %s is not a reaction edge", rec.Change.SequenceNumber)
 	}
+	// An activation moves trending as it was written; an end (a
+	// deactivation, a deletion) as the activation it ends was.
 	switch {
 	case is && !was:
-		c.Delta = 1
+		c.Delta, c.Trend = 1, after.trends()
 	case was && !is:
-		c.Delta = -1
+		c.Delta, c.Trend = -1, before.trends()
+	case after != nil:
+		c.Trend = after.trends()
+	default:
+		c.Trend = before.trends()
 	}
 	return c, true, nil
 }

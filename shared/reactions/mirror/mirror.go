@@ -4,6 +4,8 @@
 // written with the version DynamoDB gave it, so stale or repeated writes
 // change nothing, and every read refuses to answer while the cache
 // generation says Redis may be behind, so callers fall back to DynamoDB.
+// It also keeps each player's flip counts (flips.go), which are Redis's
+// own and mirror nothing.
 package mirror
 
 import (
@@ -79,7 +81,8 @@ func board(kind reactions.Kind, name string) ranking.Board {
 	return ranking.Board{Tag: "trend:" + string(kind), Name: name, Order: ranking.Desc, Ties: ranking.Earliest}
 }
 
-// AllTimeBoard ranks targets by count.
+// AllTimeBoard ranks targets by all-time trending total: their ACTIVE
+// edges that count in trending.
 func AllTimeBoard(kind reactions.Kind) ranking.Board { return board(kind, "all") }
 
 // BucketBoard ranks targets by net change within one bucket.
@@ -252,9 +255,9 @@ func (m *Mirror) StoreCount(ctx context.Context, t reactions.Target, c reactions
 	return setCountScript.Run(ctx, m.Redis, []string{countKey(t)}, formatCount(c), version, countTTL.Milliseconds()).Err()
 }
 
-// Apply mirrors durable tallies (counts, all-time and bucket boards) and
-// edge states into Redis. Versions make it safe to apply in any order and
-// any number of times.
+// Apply mirrors durable tallies (counts, all-time trending totals and
+// bucket boards) and edge states into Redis. Versions make it safe to
+// apply in any order and any number of times.
 func (m *Mirror) Apply(ctx context.Context, tallies []reactions.Tally, edges []reactions.Edge) error {
 	var counts []cache.ScriptCall
 	allTime := map[reactions.Kind][]ranking.Item{}
@@ -265,7 +268,7 @@ func (m *Mirror) Apply(ctx context.Context, tallies []reactions.Tally, edges []r
 			c := reactions.Count{N: t.Count, Version: t.Version, AsOf: t.UpdatedAt}
 			counts = append(counts, cache.ScriptCall{Script: setCountScript, Keys: []string{countKey(t.Target)},
 				Args: []any{formatCount(c), t.Version, countTTL.Milliseconds()}})
-			allTime[t.Target.Kind] = append(allTime[t.Target.Kind], ranking.Item{ID: t.Target.ID, Score: t.Count, Version: t.Version})
+			allTime[t.Target.Kind] = append(allTime[t.Target.Kind], ranking.Item{ID: t.Target.ID, Score: t.Trending, Version: t.Version})
 		}
 		for _, b := range t.Buckets {
 			bb := BucketBoard(t.Target.Kind, b.BucketRef)

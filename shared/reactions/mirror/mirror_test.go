@@ -161,3 +161,68 @@ func TestADeletedEdgeLeavesItsUsersCachedEdges(t *testing.T) {
 		t.Fatalf("g1 counted %d after redelivery, want 1", n)
 	}
 }
+
+// Flips are counted per edge and clock hour in Redis, which every instance
+// shares; while Redis is unreachable (or after it lost its data) each
+// instance still has the changes it made itself, so the limit loosens to
+// what one instance saw but never goes. An erasure deletes the user's
+// counts, the one key named by them.
+func TestFlipCountsArePerEdgeAndHourAndOutliveARedisOutage(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m := mirror.New(rdb, nil)
+	one, another := &reactions.Flips{Store: m}, &reactions.Flips{Store: m} // two instances
+	g1 := reactions.Ref{UserID: "flip.per:1", Kind: reactions.Favorite, TargetID: "g1"}
+	g2 := reactions.Ref{UserID: g1.UserID, Kind: reactions.Favorite, TargetID: "g2"}
+	like := reactions.Ref{UserID: g1.UserID, Kind: reactions.Like, TargetID: "g1"}
+	hour := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	record := func(f *reactions.Flips, ref reactions.Ref, at time.Time, redisUp bool) {
+		t.Helper()
+		if err := f.Record(ctx, ref, at); (err == nil) != redisUp {
+			t.Fatalf("record a flip of %s with redis up=%v: %v", ref, redisUp, err)
+		}
+	}
+	count := func(f *reactions.Flips, ref reactions.Ref, at time.Time, want int64, redisUp bool) {
+		t.Helper()
+		n, err := f.Count(ctx, ref, at)
+		if n != want || (err == nil) != redisUp {
+			t.Fatalf("flips of %s at %s: %d (%v), want %d with redis up=%v", ref, at.Format("15:04"), n, err, want, redisUp)
+		}
+	}
+	for i := 0; i < 6; i++ {
+		record(one, g1, hour.Add(time.Duration(i)*time.Minute), true)
+		record(another, g1, hour.Add(time.Duration(30+i)*time.Minute), true)
+	}
+	record(one, g2, hour, true)
+	count(one, g1, hour.Add(59*time.Minute), 12, true)
+	count(another, g1, hour, 12, true)
+	count(one, g2, hour, 1, true)
+	count(one, like, hour, 0, true)
+	count(one, g1, hour.Add(time.Hour), 0, true) // a new hour
+	record(one, g1, hour.Add(time.Hour), true)
+	count(another, g1, hour.Add(time.Hour+time.Minute), 1, true)
+
+	srv.Stop()
+	record(one, g1, hour.Add(time.Hour+2*time.Minute), false)
+	count(one, g1, hour.Add(time.Hour+3*time.Minute), 2, false)
+	count(another, g1, hour.Add(time.Hour+3*time.Minute), 0, false)
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Redis came back empty; each instance still knows its own.
+	count(one, g1, hour.Add(time.Hour+4*time.Minute), 2, true)
+
+	record(one, g1, hour.Add(time.Hour+5*time.Minute), true)
+	key := "rally:flips:" + g1.UserID
+	if n, _ := rdb.Exists(ctx, key).Result(); n != 1 {
+		t.Fatalf("%s does not exist", key)
+	}
+	if err := m.ForgetFlips(ctx, g1.UserID); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
+		t.Fatalf("%s survived the erasure", key)
+	}
+}
