@@ -229,7 +229,7 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := counts.SetCount(ctx, game, 42, tally.Version, s.Clock().Now()); err != nil || !ok {
+			if ok, err := counts.SetTotals(ctx, game, reactions.Totals{Count: 42, Trending: tally.Trending}, tally.Version, s.Clock().Now()); err != nil || !ok {
 				t.Fatalf("corrupt the count: %v %v", ok, err)
 			}
 		},
