@@ -42,7 +42,10 @@ func classOf(action string) Class {
 
 // Grant is what one function's declarations (routes.Uses) grant it.
 type Grant struct {
-	Tables  map[string]Class
+	Tables map[string]Class
+	// Narrow are tables granted only some actions (routes.Grant), with
+	// those actions (dynamodb:GetItem, …).
+	Narrow  map[string][]string
 	Streams map[string]bool
 	Redis   bool
 	Invokes bool
@@ -56,7 +59,12 @@ func Grants() map[string]Grant {
 	add := func(fn string, u routes.Uses) {
 		g, ok := out[fn]
 		if !ok {
-			g = Grant{Tables: map[string]Class{}, Streams: map[string]bool{}}
+			g = Grant{Tables: map[string]Class{}, Narrow: map[string][]string{}, Streams: map[string]bool{}}
+		}
+		for _, n := range u.Grants {
+			for _, a := range n.Actions {
+				g.Narrow[n.Table.Name] = append(g.Narrow[n.Table.Name], "dynamodb:"+a)
+			}
 		}
 		for _, t := range u.Reads {
 			g.Tables[t.Name] = max(g.Tables[t.Name], Read)
@@ -108,6 +116,10 @@ func Denied(grants map[string]Grant, uses []Use) []string {
 		case u.Stream:
 			if !g.Streams[u.Table] || !slices.Contains(routes.StreamReadActions, u.Action) {
 				why = fmt.Sprintf("it is granted %v on the streams of %v", routes.StreamReadActions, keys(g.Streams))
+			}
+		case g.Tables[u.Table] == None && len(g.Narrow[u.Table]) > 0:
+			if !slices.Contains(g.Narrow[u.Table], u.Action) {
+				why = fmt.Sprintf("it is granted only %v on %s", g.Narrow[u.Table], u.Table)
 			}
 		default:
 			need := classOf(u.Action)
@@ -171,6 +183,11 @@ func Unused(grants map[string]Grant, uses []Use, functions []string) []string {
 				out = append(out, fn+" uses "+table)
 			case g.Tables[table] == Write && used < Write:
 				out = append(out, fn+" writes "+table)
+			}
+		}
+		for _, table := range keys(g.Narrow) {
+			if s.tables[table] == None {
+				out = append(out, fn+" uses "+table)
 			}
 		}
 		for _, table := range keys(g.Streams) {
