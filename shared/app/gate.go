@@ -28,7 +28,7 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		var checks []ratelimit.Check
 		var unseen string // a player Rally has not seen yet
-		caller, _ := (&api.Request{Event: ev}).Caller()
+		caller, _ := (&api.Request{Event: ev, ServiceRoles: d.Config.ServiceRoles}).Caller()
 		for _, b := range r.Budgets() {
 			c := ratelimit.Check{Name: b.Name, PerMinute: d.Config.Budget(b)}
 			switch {
