@@ -49,6 +49,39 @@ func favorited(t *testing.T, c *apitest.Client, player, game string) bool {
 	return body.Statuses[game]
 }
 
+// spendUntilRefused favorites new games as player until one is refused
+// (its favorite is "one-too-many"), and checks that the player got the
+// budget, plus no more than it earned back while spending it: GCRA
+// refills one every minute / budget. It returns the refusal.
+func spendUntilRefused(t *testing.T, c *apitest.Client, player string, budget int) apitest.Response {
+	t.Helper()
+	start := time.Now()
+	for i := 0; ; i++ {
+		game := fmt.Sprintf("g%d", i)
+		if i >= budget {
+			game = "one-too-many"
+		}
+		r := favorite(c, player, game)
+		earned := int(time.Since(start) / (time.Minute / time.Duration(budget)))
+		switch {
+		case r.Status == 429 && i < budget:
+			t.Fatalf("%s refused after %d favorites; the budget is %d", player, i, budget)
+		case r.Status == 429:
+			return r
+		case r.Status != 200:
+			t.Fatalf("%s: %d %s", r.Request, r.Status, r.Body)
+		case i > budget+earned:
+			t.Fatalf("%s got %d favorites in %v; the budget is %d, %d earned back", player, i+1, time.Since(start), budget, earned)
+		}
+		if r.Header.Get("RateLimit-Limit") != strconv.Itoa(budget) {
+			t.Fatalf("%s: RateLimit-Limit %s, want %d", r.Request, r.Header.Get("RateLimit-Limit"), budget)
+		}
+		if rem, _ := strconv.Atoi(r.Header.Get("RateLimit-Remaining")); i < budget && rem > budget-1-i+earned {
+			t.Fatalf("%s: RateLimit-Remaining %d after %d favorites of %d", r.Request, rem, i+1, budget)
+		}
+	}
+}
+
 // A player's 31st favorite within a minute is refused with Retry-After and
 // writes nothing; after waiting that long the next one is accepted; other
 // players are never held back.
@@ -57,13 +90,7 @@ func TestThe31stFavoriteInAMinuteWaitsItsTurn(t *testing.T) {
 	s := testenv.Stack(t, stack.Options{})
 	c := apitest.New(t, s)
 	budget := routes.FavoriteBudget.PerMinute
-	for i := range budget {
-		r := favorite(c, "eager", fmt.Sprintf("g%d", i)).Expect(t, 200)
-		if got, want := r.Header.Get("RateLimit-Remaining"), strconv.Itoa(budget-1-i); got != want || r.Header.Get("RateLimit-Limit") != strconv.Itoa(budget) {
-			t.Fatalf("favorite %d: RateLimit-Limit %s, Remaining %s; want %d, %s", i+1, r.Header.Get("RateLimit-Limit"), got, budget, want)
-		}
-	}
-	over := favorite(c, "eager", "one-too-many").Expect(t, 429)
+	over := spendUntilRefused(t, c, "eager", budget)
 	wait := retryAfter(t, over)
 	if wait > 3*time.Second {
 		t.Fatalf("Retry-After %v; one favorite comes back every %v", wait, time.Minute/time.Duration(budget))
@@ -92,8 +119,11 @@ func TestABurstAcrossAMinuteEdgeGetsOneBudget(t *testing.T) {
 	var mu sync.Mutex
 	accepted := 0
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, 8) // a client's connections, not one per request
 	for i := range 2 * budget {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			r, err := c.Try(apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/edge-%d", i), As: "burster"})
 			if err != nil || (r.Status != 200 && r.Status != 429) {
 				t.Errorf("favorite %d: %v %d %s", i, err, r.Status, r.Body)
@@ -220,22 +250,12 @@ func TestAYoungAccountGetsHalfTheBudget(t *testing.T) {
 	if item := getItem(t, s, schema.Accounts, schema.AttrPlayerID, "stranger"); len(item) != 0 {
 		t.Fatalf("bad input recorded the account: %v", item)
 	}
-	half := routes.FavoriteBudget.PerMinute / 2
-	for i := range half {
-		r := favorite(c, "newcomer", fmt.Sprintf("g%d", i)).Expect(t, 200)
-		if r.Header.Get("RateLimit-Limit") != strconv.Itoa(half) {
-			t.Fatalf("a young account's limit is %s, want %d", r.Header.Get("RateLimit-Limit"), half)
-		}
-	}
-	retryAfter(t, favorite(c, "newcomer", "more").Expect(t, 429))
+	retryAfter(t, spendUntilRefused(t, c, "newcomer", routes.FavoriteBudget.PerMinute/2))
 
 	c.Player("veteran", "GET", "/v1/games/g0/favorites/count", nil).Expect(t, 200) // Rally sees them
 	if item := getItem(t, s, schema.Accounts, schema.AttrPlayerID, "veteran"); len(item) == 0 {
 		t.Fatal("the first request did not record the account")
 	}
 	s.Clock().Set(s.Clock().Now().Add(25 * time.Hour))
-	for i := range routes.FavoriteBudget.PerMinute {
-		favorite(c, "veteran", fmt.Sprintf("g%d", i)).Expect(t, 200)
-	}
-	retryAfter(t, favorite(c, "veteran", "more").Expect(t, 429))
+	retryAfter(t, spendUntilRefused(t, c, "veteran", routes.FavoriteBudget.PerMinute))
 }
