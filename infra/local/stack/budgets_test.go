@@ -184,7 +184,7 @@ func TestAFloodIsLimitedWhileRedisIsDown(t *testing.T) {
 // speaks for; another address is unaffected.
 func TestOneAddressGetsTheIPBudget(t *testing.T) {
 	t.Parallel()
-	s := testenv.Stack(t, stack.Options{})
+	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) { c.Budgets = nil }}) // the declared budgets
 	c := apitest.New(t, s)
 	ip := routes.IPBudget.PerMinute
 	perPlayer := routes.ReadBudget.PerMinute / 2 // well inside each player's own budget

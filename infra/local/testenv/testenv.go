@@ -31,6 +31,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/tables"
 	"github.com/rallyhq/rally/infra/local/testenv/ci"
 	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -178,10 +179,13 @@ func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 		opts.Log = FailureLog(t)
 	}
 	// Young-account controls are off unless a test turns them on: a test's
-	// players are all minutes old. Budgets are the declared ones.
+	// players are all minutes old. Budgets are the declared ones, but for
+	// the per-IP one: every test client calls from 127.0.0.1 (a test of
+	// that budget sets it, or calls from other loopback addresses).
 	configure := opts.Configure
 	opts.Configure = func(c *config.Config) {
 		c.YoungAccountAge = 0
+		c.Budgets = map[string]int{routes.IPBudget.Name: 1_000_000}
 		if configure != nil {
 			configure(c)
 		}
