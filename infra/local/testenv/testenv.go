@@ -180,12 +180,13 @@ func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 	}
 	// Young-account controls are off unless a test turns them on: a test's
 	// players are all minutes old. Budgets are the declared ones, but for
-	// the per-IP one: every test client calls from 127.0.0.1 (a test of
-	// that budget sets it, or calls from other loopback addresses).
+	// the per-IP and the read budgets: every test client calls from
+	// 127.0.0.1, and tests check boards and counts through one reader and
+	// poll them (a test of those budgets sets them).
 	configure := opts.Configure
 	opts.Configure = func(c *config.Config) {
 		c.YoungAccountAge = 0
-		c.Budgets = map[string]int{routes.IPBudget.Name: 1_000_000}
+		c.Budgets = map[string]int{routes.IPBudget.Name: 1_000_000, routes.ReadBudget.Name: 1_000_000}
 		if configure != nil {
 			configure(c)
 		}
