@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,51 +102,6 @@ func TestThe31stFavoriteInAMinuteWaitsItsTurn(t *testing.T) {
 	favorite(c, "eager", "one-too-many").Expect(t, 200)
 	if !favorited(t, c, "eager", "one-too-many") {
 		t.Fatal("the favorite accepted after Retry-After is not there")
-	}
-}
-
-// A burst straddling a minute's edge gets no more than the budget plus
-// what it earned back during the burst: GCRA has no window to reset.
-func TestABurstAcrossAMinuteEdgeGetsOneBudget(t *testing.T) {
-	// Not parallel: the burst measures time, and the other tests' load
-	// would only blur it.
-	s := testenv.Stack(t, stack.Options{})
-	c := apitest.New(t, s)
-	budget := routes.FavoriteBudget.PerMinute
-	edge := time.Now().Truncate(time.Minute).Add(time.Minute)
-	time.Sleep(time.Until(edge.Add(-700 * time.Millisecond))) // the edge is wall-clock time
-	start := time.Now()
-	var mu sync.Mutex
-	accepted := 0
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 8) // a client's connections, not one per request
-	for i := range 2 * budget {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			r, err := c.Try(apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/edge-%d", i), As: "burster"})
-			if err != nil || (r.Status != 200 && r.Status != 429) {
-				t.Errorf("favorite %d: %v %d %s", i, err, r.Status, r.Body)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if r.Status == 200 {
-				accepted++
-			}
-		})
-		if i == budget {
-			time.Sleep(time.Until(edge.Add(200 * time.Millisecond)))
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if !start.Before(edge) || time.Now().Before(edge) {
-		t.Fatalf("the burst did not straddle the minute's edge (%v … %v)", start, time.Now())
-	}
-	earned := int(elapsed / (time.Minute / time.Duration(budget)))
-	if accepted > budget+earned || accepted < budget {
-		t.Fatalf("%d of %d favorites accepted over %v across a minute's edge; budget %d, earned back %d", accepted, 2*budget, elapsed, budget, earned)
 	}
 }
 
