@@ -410,3 +410,16 @@ func FuzzCursorDecode(f *testing.F) {
 		}
 	})
 }
+
+// A role's sessions share one budget subject; any other caller is itself.
+func TestPrincipalIsTheRoleOfASession(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:sts::111122223333:assumed-role/rally-prod-game-server/match-7": "arn:aws:sts::111122223333:assumed-role/rally-prod-game-server",
+		"arn:aws:iam::111122223333:user/ci":                                     "arn:aws:iam::111122223333:user/ci",
+		"arn:aws:sts::111122223333:assumed-role/no-session":                     "arn:aws:sts::111122223333:assumed-role/no-session",
+	} {
+		if got := Principal(arn); got != want {
+			t.Errorf("Principal(%s) = %s, want %s", arn, got, want)
+		}
+	}
+}

@@ -43,6 +43,16 @@ func (s ServiceRoles) Allows(arn string) bool {
 	return false
 }
 
+// Principal is who a service caller acts as: an assumed role's sessions
+// are the role (arn:aws:sts::ACCOUNT:assumed-role/NAME, without the
+// session); any other ARN is itself. Budgets are kept per principal.
+func Principal(arn string) string {
+	if _, ok := assumedRole(arn); ok {
+		return arn[:strings.LastIndex(arn, "/")]
+	}
+	return arn
+}
+
 // principal names a role within its partition and account.
 type principal struct{ partition, account, name string }
 

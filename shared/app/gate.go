@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -35,7 +34,7 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 			case b == routes.IPBudget:
 				c.Subject = ev.RequestContext.HTTP.SourceIP
 			case r.Auth == routes.Service:
-				c.Subject = Role(caller.Service)
+				c.Subject = api.Principal(caller.Service)
 			case caller.Player != "" && api.ValidID(caller.Player):
 				c.Subject = caller.Player
 				age := d.Accounts().Of(ctx, caller.Player, d.Config.YoungAccountAge)
@@ -84,20 +83,4 @@ func rateHeaders(h map[string]string, d ratelimit.Decision) {
 	h["RateLimit-Limit"] = strconv.Itoa(d.Limit)
 	h["RateLimit-Remaining"] = strconv.Itoa(d.Remaining)
 	h["RateLimit-Reset"] = strconv.Itoa(int((d.Reset + time.Second - 1) / time.Second))
-}
-
-// Role is the budget subject of a service caller: an assumed role's
-// sessions (arn:aws:sts::123:assumed-role/Name/session) share the role's
-// budget; any other identity is its own.
-func Role(arn string) string {
-	const marker = ":assumed-role/"
-	i := strings.Index(arn, marker)
-	if i < 0 {
-		return arn
-	}
-	rest := arn[i+len(marker):]
-	if j := strings.IndexByte(rest, '/'); j >= 0 {
-		return arn[:i+len(marker)+j]
-	}
-	return arn
 }
