@@ -314,7 +314,9 @@ func TestRacingFavoriteAndUnfavoriteEndConsistent(t *testing.T) {
 	if d := adds - removes; d < 0 || d > 1 || (d == 1) != final {
 		t.Fatalf("%d successful favorites and %d unfavorites cannot end favorited=%v", adds, removes, final)
 	}
-	awaitConvergence(t, s, c, []string{"contested"}, nil, 5*time.Second)
+	// The claim here is consistency, not speed (the convergence test above
+	// times it), so a busy machine gets longer.
+	awaitConvergence(t, s, c, []string{"contested"}, nil, 30*time.Second)
 }
 
 // With Redis stopped, every reaction route still answers — reads from
