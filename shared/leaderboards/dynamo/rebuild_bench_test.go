@@ -35,6 +35,10 @@ import (
 // it with the floor: a bare, strongly consistent scan of the board's
 // Scores partition (every page read, nothing decoded). Run with
 // `go test -run '^$' -bench RebuildJob -benchtime 1x ./shared/leaderboards/dynamo/`.
+// DynamoDB Local keeps its in-memory tables on the Java heap: a million
+// scores need about 4 GB live, more than the default heap (a quarter of
+// the machine's memory) leaves room for, and the JVM then spends its time
+// collecting. Give it more with JAVA_TOOL_OPTIONS=-Xmx12g.
 func BenchmarkRebuildJob(b *testing.B) {
 	n := envInt(b, "RALLY_BENCH_REBUILD_MEMBERS", 1_000_000)
 	invocation := 60 * time.Second
