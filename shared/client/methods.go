@@ -72,7 +72,10 @@ func (c *Client) PutGame(ctx context.Context, gameID string, g GameUpdate, opts 
 // (POST /v1/ops/activity): points, streak and the day's totals change as
 // when the player reports their own activity. Each call sends its own
 // Idempotency-Key, the same on every retry, so it is recorded once;
-// WithIdempotencyKey chooses the key (kept 24 hours, per player).
+// WithIdempotencyKey chooses the key (kept 24 hours, per player). A server
+// that may send a report again after the call failed (a crash, a 409 while
+// the first attempt is still being recorded) should choose it, e.g. from
+// the match and player, so the resend is recognised.
 func (c *Client) ReportActivity(ctx context.Context, a ActivityReport, opts ...CallOption) (*ActivityReceipt, error) {
 	var out ActivityReceipt
 	ans, err := c.do(ctx, request{route: routes.ReportActivity, body: a, keyed: true}, &out, opts)
