@@ -369,3 +369,45 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// Retry-After may name a date instead of seconds; the wait is until then.
+func TestRetryAfterMayBeADate(t *testing.T) {
+	at := time.Now().Add(5 * time.Second).UTC().Format(http.TimeFormat)
+	s := serve(t,
+		reply{status: 503, header: map[string]string{"Content-Type": problemType, "Retry-After": at}, body: `{"type":"x","title":"Service unavailable","status":503,"detail":"x"}`},
+		reply{status: 200, header: map[string]string{"Content-Type": jsonType}, body: scoreJSON})
+	var z sleeps
+	if _, err := submit(newClient(t, s.URL, &z), context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := z.taken(); len(got) != 1 || got[0] < 3*time.Second || got[0] > 5*time.Second {
+		t.Fatalf("waited %v, want about 5s, until the date", got)
+	}
+}
+
+// A caller that gives up while the client waits to retry gets both why
+// it stopped and what Rally last said.
+func TestACancelledWaitEndsTheCall(t *testing.T) {
+	s := serve(t, reply{status: 429, header: map[string]string{"Content-Type": problemType, "Retry-After": "1"}, body: problem429})
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := client.New(ctx, client.Options{
+		Endpoint: s.URL, Region: "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = submit(c, ctx)
+	var e *client.Error
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &e) || e.Status != 429 {
+		t.Fatalf("error %v, want the cancellation and the 429", err)
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+}
