@@ -1,7 +1,7 @@
 // Command redrive lists and replays the batches a Rally stack's stream
-// processors parked: a thin client of the ops routes GET /v1/ops/dlq and
-// POST /v1/ops/dlq/redrive, signed with your AWS credentials (SigV4), so
-// it does exactly what the API does.
+// processors parked: a thin terminal over shared/client's calls of the ops
+// routes GET /v1/ops/dlq and POST /v1/ops/dlq/redrive, signed with your AWS
+// credentials (SigV4), so it does exactly what the API does.
 //
 // When a processor keeps failing on a batch, its event source mapping gives
 // up after the declared retries or record age and the dlq-archiver archives
@@ -16,25 +16,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+
+	"github.com/rallyhq/rally/shared/client"
 )
 
 func main() {
@@ -49,8 +43,11 @@ func main() {
 	if err == nil && *api == "" {
 		*api, err = apiURL(ctx, cloudformation.NewFromConfig(cfg), "Rally-"+*stage)
 	}
+	var c *client.Client
 	if err == nil {
-		c := client{base: strings.TrimSuffix(*api, "/"), creds: cfg.Credentials, region: cfg.Region, http: http.DefaultClient}
+		c, err = client.New(ctx, client.Options{Endpoint: *api, Region: cfg.Region, Credentials: cfg.Credentials})
+	}
+	if err == nil {
 		err = run(ctx, c, os.Stdout, *only, *batch, *replay)
 	}
 	if err != nil {
@@ -60,82 +57,34 @@ func main() {
 }
 
 // run lists the parked batches, or replays them, and prints the answer.
-func run(ctx context.Context, c client, out io.Writer, only, batch string, replay bool) error {
+func run(ctx context.Context, c *client.Client, out io.Writer, only, batch string, replay bool) error {
 	if batch != "" && only == "" {
 		return errors.New("-batch needs -function")
 	}
-	var body []byte
-	var err error
-	switch {
-	case replay:
-		req := map[string]string{}
-		if only != "" {
-			req["processor"] = only
+	var answer any
+	if replay {
+		results, err := c.RedriveDeadLetters(ctx, client.RedriveRequest{Processor: only, BatchID: batch})
+		if err != nil {
+			return err
 		}
-		if batch != "" {
-			req["batch_id"] = batch
+		answer = struct {
+			Results []client.RedriveResult `json:"results"`
+		}{results}
+	} else {
+		batches, err := c.ListDeadLetters(ctx, only)
+		if err != nil {
+			return err
 		}
-		body, err = c.do(ctx, "POST", "/v1/ops/dlq/redrive", req)
-	case only != "":
-		body, err = c.do(ctx, "GET", "/v1/ops/dlq?processor="+url.QueryEscape(only), nil)
-	default:
-		body, err = c.do(ctx, "GET", "/v1/ops/dlq", nil)
+		answer = struct {
+			Batches []client.ParkedBatch `json:"batches"`
+		}{batches}
 	}
+	pretty, err := json.MarshalIndent(answer, "", "  ")
 	if err != nil {
 		return err
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, body, "", "  "); err != nil {
-		return fmt.Errorf("the API answered no JSON: %s", body)
-	}
-	_, err = fmt.Fprintln(out, pretty.String())
+	_, err = fmt.Fprintln(out, string(pretty))
 	return err
-}
-
-// client calls the ops routes with SigV4 (service execute-api).
-type client struct {
-	base   string
-	creds  aws.CredentialsProvider
-	region string
-	http   *http.Client
-}
-
-func (c client) do(ctx context.Context, method, path string, in any) ([]byte, error) {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return nil, err
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	creds, err := c.creds.Retrieve(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("AWS credentials: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "execute-api", c.region, time.Now()); err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, raw)
-	}
-	return raw, nil
 }
 
 // apiURL reads the stack's ApiUrl output.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/client"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -22,8 +22,15 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestRedriveIsAClientOfTheOpsRoutes(t *testing.T) {
 	s := testenv.Stack(t, stack.Options{Log: testenv.FailureLog(t)})
 	ctx := context.Background()
-	c := client{base: s.URL(), region: stack.Region, http: http.DefaultClient,
-		creds: credentials.NewStaticCredentialsProvider(stack.DefaultAccessKey, stack.DefaultSecretKey, "")}
+	signed := func(secret string) *client.Client {
+		c, err := client.New(ctx, client.Options{Endpoint: s.URL(), Region: stack.Region,
+			Credentials: credentials.NewStaticCredentialsProvider(stack.DefaultAccessKey, secret, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := signed(stack.DefaultSecretKey)
 
 	var out bytes.Buffer
 	if err := run(ctx, c, &out, "", "", false); err != nil {
@@ -48,8 +55,7 @@ func TestRedriveIsAClientOfTheOpsRoutes(t *testing.T) {
 	if err := run(ctx, c, &out, "", "abc", true); err == nil {
 		t.Fatal("-batch without -function ran")
 	}
-	c.creds = credentials.NewStaticCredentialsProvider(stack.DefaultAccessKey, "wrong", "")
-	if err := run(ctx, c, &out, "", "", false); err == nil || !strings.Contains(err.Error(), "403") {
+	if err := run(ctx, signed("wrong"), &out, "", "", false); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("a wrong secret: %v", err)
 	}
 }
