@@ -167,18 +167,18 @@ var contentTypes = map[string]string{
 	".png":  "image/png",
 }
 
-// ServiceRoute is a service route as the page lists it.
-type ServiceRoute struct{ Method, Path, Summary string }
+// serviceRoute is a service route as the page lists it.
+type serviceRoute struct{ Method, Path, Summary string }
 
 func renderPage() ([]byte, error) {
 	tmpl, err := template.ParseFS(own, "page.html")
 	if err != nil {
 		return nil, fmt.Errorf("docs: parse page: %w", err)
 	}
-	var service []ServiceRoute
+	var service []serviceRoute
 	for _, r := range routes.All() {
 		if r.Auth == routes.Service {
-			service = append(service, ServiceRoute{r.Method, r.Path, r.Summary})
+			service = append(service, serviceRoute{r.Method, r.Path, r.Summary})
 		}
 	}
 	var buf bytes.Buffer

@@ -91,7 +91,7 @@ func TestDocsServeThePageAndItsAssetsFromThisStackOnly(t *testing.T) {
 		if ext == ".css" && cssExternal.Match(body) {
 			t.Errorf("%s loads from another host: %s", p, cssExternal.Find(body))
 		}
-		if ext == ".js" && strings.HasPrefix(p, "/docs/rally-docs") && regexp.MustCompile(`https?://`).Match(body) {
+		if ext == ".js" && strings.HasPrefix(p, "/docs/rally-docs") && bytes.Contains(body, []byte("://")) {
 			t.Errorf("%s names another host", p)
 		}
 	}
