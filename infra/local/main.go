@@ -75,6 +75,11 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration) {
 	}
 	fmt.Fprintf(w, "rally: local stack ready in %.1fs\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API          %s  (%d routes, OpenAPI at %s/openapi.json)\n", info.URL, info.Routes, info.URL)
+	if info.DocsMissing != nil {
+		fmt.Fprintf(w, "  docs         %s  (not drawn: %v)\n", info.Docs, errors.Unwrap(info.DocsMissing))
+	} else {
+		fmt.Fprintf(w, "  docs         %s  (API reference; its form gets a player token for Try it out)\n", info.Docs)
+	}
 	fmt.Fprintf(w, "  DynamoDB     %s\n", ddb)
 	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)
 	fmt.Fprintf(w, "  processors   %s (stream pollers; parked batches in the DeadLetters table)\n", strings.Join(info.Processors, ", "))

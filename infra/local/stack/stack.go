@@ -33,6 +33,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/docs"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
@@ -156,6 +157,7 @@ type Stack struct {
 	isolated  map[string]*app.Bound
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
+	docs      *docs.Server
 	archive   *deadletters.Archive
 	streams   streamread.Retained
 	pollers   []*poller.Poller
@@ -261,9 +263,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	// The API reference reads swagger-ui-dist from node_modules; without
+	// it the API still runs and /docs says how to install it.
+	if s.docs, err = docs.New(""); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", s.localAPI())
 	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
+	mux.Handle("/docs", s.docs)
+	mux.Handle("/docs/", s.docs)
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
@@ -636,12 +645,17 @@ type Info struct {
 	Unbound     []string
 	StateDir    string
 	Routes      int
+	// Docs is the API reference page; DocsMissing says why it cannot be
+	// drawn (swagger-ui-dist not installed), nil when it can.
+	Docs        string
+	DocsMissing error
 }
 
 // Info reports what runs where.
 func (s *Stack) Info() Info {
 	i := Info{URL: s.url, DynamoDBEndpoint: s.ddbURL, RedisURL: s.redisURL, StateDir: s.stateDir,
-		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes()}
+		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes(), Docs: s.url + "/docs"}
+	_, i.DocsMissing = s.docs.Assets()
 	if s.ddbLocal != nil {
 		i.DynamoDBPID = s.ddbLocal.PID()
 		if s.opts.Persist {
