@@ -100,6 +100,12 @@ type Options struct {
 	// ServiceRoles are the principals allowed to call service routes
 	// (RALLY_SERVICE_ROLES in AWS); nil is DefaultServiceRoles.
 	ServiceRoles []string
+	// CORSOrigins are the web origins browsers may call the API from
+	// (exact, "*", or scheme://host:* for any port); nil is
+	// gateway.DefaultCORSOrigins (this machine's http://localhost and
+	// 127.0.0.1 on any port), empty configures no CORS, as a deployment
+	// without corsOrigins.
+	CORSOrigins []string
 	// Handlers and Processors replace the handler bound in shared/app for
 	// the named functions (tests).
 	Handlers   map[string]api.Handler
@@ -251,7 +257,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
 		return nil, fmt.Errorf("stack: bind handlers: %w", err)
 	}
-	gw, err := s.gateway()
+	origins := opts.CORSOrigins
+	if origins == nil {
+		origins = gateway.DefaultCORSOrigins
+	}
+	var cors *gateway.CORS
+	if len(origins) > 0 {
+		if cors, err = gateway.RallyCORS(origins); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	}
+	gw, err := s.gateway(cors)
 	if err != nil {
 		return nil, err
 	}
@@ -262,8 +278,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/_local/", s.localAPI())
-	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
+	mux.Handle("/_local/", cors.Wrap(s.localAPI()))
+	mux.Handle("/openapi.json", cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
@@ -362,7 +378,7 @@ func (s *Stack) config() (config.Config, error) {
 // gateway binds every declared route to its handler: a test's override,
 // else the one shared/app binds. A route nothing is bound to yet answers
 // 500 and is listed in health.
-func (s *Stack) gateway() (*gateway.Gateway, error) {
+func (s *Stack) gateway(cors *gateway.CORS) (*gateway.Gateway, error) {
 	var rs []gateway.Route
 	for _, r := range routes.All() {
 		gr := gateway.Route{Route: r}
@@ -381,7 +397,8 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Player:  s.jwt,
 			routes.Service: s.iam,
 		},
-		Log: s.log,
+		Log:  s.log,
+		CORS: cors,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
