@@ -1,6 +1,7 @@
 package stack_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -66,5 +67,18 @@ func TestAWebGameOnLocalhostCallsTheStack(t *testing.T) {
 				t.Errorf("%s from %s: %s: %s", name, other, k, h.Get(k))
 			}
 		}
+	}
+}
+
+// An origin no browser sends (-cors-origins=localhost:5173) stops the
+// stack before it starts anything, saying what an origin looks like.
+func TestAnOriginNoBrowserSendsStopsTheStack(t *testing.T) {
+	s, err := stack.Start(context.Background(), stack.Options{CORSOrigins: []string{"localhost:5173"}, StateDir: t.TempDir()})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("the stack started with origin localhost:5173")
+	}
+	if !strings.Contains(err.Error(), `"localhost:5173"`) || !strings.Contains(err.Error(), "scheme://host") {
+		t.Fatalf("error %q does not say what an origin looks like", err)
 	}
 }

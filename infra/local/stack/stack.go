@@ -162,6 +162,7 @@ type Stack struct {
 	isolated  map[string]*app.Bound
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
+	cors      *gateway.CORS
 	archive   *deadletters.Archive
 	streams   streamread.Retained
 	pollers   []*poller.Poller
@@ -202,6 +203,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, dir := range []string{"analytics"} {
 		if err := os.MkdirAll(filepath.Join(s.stateDir, dir), 0o755); err != nil {
 			return nil, fmt.Errorf("stack: create %s: %w", dir, err)
+		}
+	}
+
+	// Origins no browser sends are refused before anything starts.
+	origins := opts.CORSOrigins
+	if origins == nil {
+		origins = gateway.DefaultCORSOrigins
+	}
+	if len(origins) > 0 {
+		if s.cors, err = gateway.RallyCORS(origins); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
 
@@ -257,17 +269,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
 		return nil, fmt.Errorf("stack: bind handlers: %w", err)
 	}
-	origins := opts.CORSOrigins
-	if origins == nil {
-		origins = gateway.DefaultCORSOrigins
-	}
-	var cors *gateway.CORS
-	if len(origins) > 0 {
-		if cors, err = gateway.RallyCORS(origins); err != nil {
-			return nil, fmt.Errorf("stack: %w", err)
-		}
-	}
-	gw, err := s.gateway(cors)
+	gw, err := s.gateway()
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +280,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/_local/", cors.Wrap(s.localAPI()))
-	mux.Handle("/openapi.json", cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
+	mux.Handle("/_local/", s.cors.Wrap(s.localAPI()))
+	mux.Handle("/openapi.json", s.cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
@@ -378,7 +380,7 @@ func (s *Stack) config() (config.Config, error) {
 // gateway binds every declared route to its handler: a test's override,
 // else the one shared/app binds. A route nothing is bound to yet answers
 // 500 and is listed in health.
-func (s *Stack) gateway(cors *gateway.CORS) (*gateway.Gateway, error) {
+func (s *Stack) gateway() (*gateway.Gateway, error) {
 	var rs []gateway.Route
 	for _, r := range routes.All() {
 		gr := gateway.Route{Route: r}
@@ -398,7 +400,7 @@ func (s *Stack) gateway(cors *gateway.CORS) (*gateway.Gateway, error) {
 			routes.Service: s.iam,
 		},
 		Log:  s.log,
-		CORS: cors,
+		CORS: s.cors,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
