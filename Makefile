@@ -12,7 +12,7 @@ BUILD_DIR := build
 # again drop unused methods, which halves every function (see README).
 GOFLAGS_LAMBDA := -tags lambda.norpc,grpcnotrace -trimpath -ldflags "-s -w"
 
-.PHONY: dev test build synth deploy lint clean tools check-go check-node check-java
+.PHONY: dev test build synth deploy lint clean tools check-go check-node check-java sam-env
 
 dev: tools check-java ## Run the local stack on http://localhost:3000
 	$(GO) run ./infra/local $(ARGS)
@@ -31,6 +31,9 @@ build: check-go ## Build every Lambda to build/<name>/bootstrap (linux/arm64)
 
 synth: tools build ## Synthesize the CloudFormation template into cdk.out/
 	npx --no-install cdk synth
+
+sam-env: check-go ## After make synth: .local/sam-env.json for sam local invoke; FN=<function> prints its command
+	$(GO) run ./infra/local/samenv -stage $(or $(STAGE),dev) $(if $(FN),-fn $(FN)) $(ARGS)
 
 deploy: tools build ## Deploy the stack to the current AWS account and region
 	npx --no-install cdk deploy --require-approval broadening $(ARGS)

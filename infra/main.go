@@ -19,6 +19,12 @@
 //	serviceRoleArns   existing IAM roles (or users) allowed to call the service
 //	                  routes, comma-separated or a JSON list; with none, the
 //	                  stack creates rally-<stage>-game-server and -operator.
+//	corsOrigins       web origins allowed to call the API from a browser
+//	                  (https://game.example.com[:port], comma-separated or a JSON
+//	                  list); with none (the default) the API configures no CORS.
+//	                  "*" allows any origin, but not with corsAllowCredentials.
+//	corsAllowCredentials  true lets browsers send credentials (cookies); player
+//	                  tokens travel in Authorization, so games do not need it.
 //	buildDir          where `make build` put <function>/bootstrap (default "build").
 //	throttleRate      requests a second the API's stage passes on, all callers
 //	                  together (default 1000); throttleBurst its burst (default 2000).
@@ -74,8 +80,13 @@ func propsFromContext(app awscdk.App) (stack.Props, error) {
 		RedisEngine:     c.text("redisEngine", stack.EngineValkey),
 		AlarmEmail:      c.text("alarmEmail", ""),
 		ServiceRoleARNs: c.list("serviceRoleArns"),
+		CORSOrigins:     c.list("corsOrigins"),
 	}
 	p.Protect = strings.HasPrefix(p.Stage, "prod")
+	var err error
+	if p.CORSCredentials, err = c.boolean("corsAllowCredentials"); err != nil {
+		return p, err
+	}
 	days, err := c.number("logRetentionDays", 30)
 	if err != nil {
 		return p, err
@@ -232,6 +243,24 @@ func (c contextValues) counts(key string) (map[string]int, error) {
 		return nil, fmt.Errorf("context %s=%v must map function names to whole numbers", key, v)
 	}
 	return out, nil
+}
+
+// boolean reads true or false (a JSON boolean or a string); absent is false.
+func (c contextValues) boolean(key string) (bool, error) {
+	switch v := c.raw(key).(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return v, nil
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "", "false":
+			return false, nil
+		case "true":
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("context %s=%v must be true or false", key, c.raw(key))
 }
 
 // list accepts a JSON array, a JSON-encoded array string or a

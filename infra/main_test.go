@@ -85,3 +85,34 @@ func TestThrottlingAndReservationsFromContext(t *testing.T) {
 		}
 	}
 }
+
+// Web origins read the same from -c and cdk.json; none configures no CORS.
+func TestCORSFromContext(t *testing.T) {
+	defaults, err := propsFromContext(appWith(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defaults.CORSOrigins) != 0 || defaults.CORSCredentials {
+		t.Errorf("CORS by default: origins %v, credentials %v; want none", defaults.CORSOrigins, defaults.CORSCredentials)
+	}
+	want := []string{"https://play.example.com", "http://localhost:5173"}
+	for name, ctx := range map[string]map[string]any{
+		"from -c":       {"corsOrigins": "https://play.example.com, http://localhost:5173", "corsAllowCredentials": "true"},
+		"JSON with -c":  {"corsOrigins": `["https://play.example.com","http://localhost:5173"]`, "corsAllowCredentials": "true"},
+		"from cdk.json": {"corsOrigins": []any{"https://play.example.com", "http://localhost:5173"}, "corsAllowCredentials": true},
+	} {
+		p, err := propsFromContext(appWith(ctx))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(p.CORSOrigins, want) || !p.CORSCredentials {
+			t.Errorf("%s: origins %v, credentials %v", name, p.CORSOrigins, p.CORSCredentials)
+		}
+	}
+	for _, bad := range []any{"yes", 1.0} {
+		if _, err := propsFromContext(appWith(map[string]any{"corsAllowCredentials": bad})); err == nil ||
+			!strings.Contains(err.Error(), "corsAllowCredentials") {
+			t.Errorf("corsAllowCredentials=%v: error %v, want one naming the key", bad, err)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
+	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -26,6 +27,8 @@ func main() {
 	persist := flag.Bool("persist", false, "keep DynamoDB Local's data in .local/dynamodb across restarts")
 	endpoint := flag.String("dynamodb-endpoint", "", "use this running DynamoDB instead of starting DynamoDB Local")
 	stateDir := flag.String("state", ".local", "directory for the DLQ, analytics output and persisted data")
+	corsOrigins := flag.String("cors-origins", strings.Join(gateway.DefaultCORSOrigins, ","),
+		"web origins browsers may call the API from, comma-separated: http://host:port, scheme://host:* for any port, * for any; empty for no CORS")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,12 +41,13 @@ func main() {
 		DynamoDBEndpoint: *endpoint,
 		RedisURL:         os.Getenv("REDIS_URL"),
 		StateDir:         *stateDir,
+		CORSOrigins:      splitList(*corsOrigins),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
 	}
-	banner(os.Stdout, s, time.Since(started))
+	banner(os.Stdout, s, time.Since(started), *corsOrigins)
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
@@ -51,6 +55,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rally:", err)
 		os.Exit(1)
 	}
+}
+
+// splitList splits a comma-separated flag, never nil: an empty flag is an
+// empty list.
+func splitList(v string) []string {
+	out := []string{}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func explain(err error) string {
@@ -63,7 +79,7 @@ func explain(err error) string {
 	return err.Error()
 }
 
-func banner(w io.Writer, s *stack.Stack, took time.Duration) {
+func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string) {
 	info := s.Info()
 	ddb := info.DynamoDBEndpoint + " (given endpoint)"
 	if info.DynamoDBPID != 0 {
@@ -84,6 +100,10 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration) {
 	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)
 	fmt.Fprintf(w, "  processors   %s (stream pollers; parked batches in the DeadLetters table)\n", strings.Join(info.Processors, ", "))
 	fmt.Fprintf(w, "  analytics    %s/analytics/\n", info.StateDir)
+	if corsOrigins == "" {
+		corsOrigins = "none (-cors-origins is empty)"
+	}
+	fmt.Fprintf(w, "  CORS         web games from %s\n", corsOrigins)
 	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
 	if len(info.Unbound) > 0 {
 		fmt.Fprintf(w, "  not bound    %s (answer 500 until shared/app binds them)\n", strings.Join(info.Unbound, ", "))

@@ -37,6 +37,11 @@ type APIProps struct {
 	// service routes; when empty the API creates a game-server and an
 	// operator role for them.
 	ServiceRoleARNs []string
+	// CORSOrigins are the web origins browsers may call the API from; none
+	// configures no CORS at all (mobile and server clients need none).
+	// CORSCredentials lets browsers send cookies and other credentials.
+	CORSOrigins     []string
+	CORSCredentials bool
 }
 
 // API owns the HTTP API: one route per declaration, each integrated with its
@@ -67,6 +72,7 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		Description: jsii.String("Rally engagement API (" + props.Stage + ")"),
 		// The default stage is added below, with access logs.
 		CreateDefaultStage: jsii.Bool(false),
+		CorsPreflight:      corsPreflight(props),
 	})
 	accessLogs := awslogs.NewLogGroup(a.Construct, jsii.String("AccessLogs"), &awslogs.LogGroupProps{
 		Retention: props.LogRetention, RemovalPolicy: removal(props.Protect),
@@ -104,6 +110,28 @@ func NewAPI(scope constructs.Construct, id string, props APIProps) *API {
 		})
 	}
 	return a
+}
+
+// corsPreflight is the API's CORS configuration, nil without origins: API
+// Gateway then answers preflights itself (no OPTIONS route, no authorizer)
+// and adds the allow and expose headers to every response to an allowed
+// origin, errors and 429s included.
+func corsPreflight(props APIProps) *awsapigatewayv2.CorsPreflightOptions {
+	if len(props.CORSOrigins) == 0 {
+		return nil
+	}
+	var methods []awsapigatewayv2.CorsHttpMethod
+	for _, m := range routes.Methods(props.Routes) {
+		methods = append(methods, awsapigatewayv2.CorsHttpMethod(m))
+	}
+	return &awsapigatewayv2.CorsPreflightOptions{
+		AllowOrigins:     jsii.Strings(props.CORSOrigins...),
+		AllowMethods:     &methods,
+		AllowHeaders:     jsii.Strings(routes.CORSAllowHeaders...),
+		ExposeHeaders:    jsii.Strings(routes.CORSExposeHeaders...),
+		AllowCredentials: jsii.Bool(props.CORSCredentials),
+		MaxAge:           awscdk.Duration_Seconds(jsii.Number(routes.CORSMaxAge.Seconds())),
+	}
 }
 
 // serviceRoles creates the roles service callers assume, unless existing

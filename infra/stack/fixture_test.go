@@ -66,6 +66,9 @@ const (
 	prodServiceRole = "arn:aws:iam::123456789012:role/studio/game-backend"
 )
 
+// prodOrigins are the web origins the prod fixture lets browsers call from.
+var prodOrigins = []string{"https://play.example.com", "http://localhost:5173"}
+
 var prodReserved = map[string]int{"counter-processor": 120}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -116,6 +119,7 @@ func setUp(tmp string) error {
 		ThrottleBurst:   prodThrottleBurst,
 		Reserved:        prodReserved,
 		ServiceRoleARNs: []string{prodServiceRole},
+		CORSOrigins:     prodOrigins,
 	})
 	if err != nil {
 		return err

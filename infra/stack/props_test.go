@@ -135,6 +135,24 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		change: func(p *stack.Props) { p.AccountConcurrency = 200 },
 		want:   []string{"an account with 200 concurrent executions may reserve at most 100", "lower reservedConcurrency or raise the quota"},
 	}, {
+		name: "origins a browser never sends",
+		change: func(p *stack.Props) {
+			p.CORSOrigins = []string{"https://play.example.com/", "play.example.com", "https://play.example.com/game",
+				"ftp://files.example.com", "https://*.example.com", "https://Play.example.com"}
+		},
+		want: []string{`"https://play.example.com/" must be scheme://host[:port] with no path`,
+			`"play.example.com" must start with https:// or http://`, `"https://play.example.com/game" must be scheme://host[:port]`,
+			`"ftp://files.example.com" must start with https://`, `"https://*.example.com": wildcards in a host are not supported`,
+			`"https://Play.example.com" must be lowercase`},
+	}, {
+		name:   "every origin with credentials",
+		change: func(p *stack.Props) { p.CORSOrigins, p.CORSCredentials = []string{"*"}, true },
+		want:   []string{`corsOrigins: "*" cannot be combined with corsAllowCredentials`},
+	}, {
+		name:   "credentials without origins",
+		change: func(p *stack.Props) { p.CORSCredentials = true },
+		want:   []string{"corsAllowCredentials needs corsOrigins"},
+	}, {
 		name:   "functions not built",
 		change: func(p *stack.Props) { p.BuildDir = t.TempDir() },
 		want:   []string{"function favorite-game has no build", "run make build"},

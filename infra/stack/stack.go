@@ -104,6 +104,11 @@ type Props struct {
 	// routes; when empty the stack creates rally-<stage>-game-server and
 	// rally-<stage>-operator.
 	ServiceRoleARNs []string
+	// CORSOrigins are the origins (https://game.example.com) web games may
+	// call the API from; none (the default) configures no CORS. AnyOrigin
+	// allows every origin, but not with CORSCredentials.
+	CORSOrigins     []string
+	CORSCredentials bool
 
 	// Routes, Processors, Consumers and Tables default to routes.All(),
 	// routes.Processors(), routes.Consumers() and schema.Tables(); tests
@@ -179,6 +184,8 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		ThrottleRate:    props.ThrottleRate,
 		ThrottleBurst:   props.ThrottleBurst,
 		ServiceRoleARNs: props.ServiceRoleARNs,
+		CORSOrigins:     props.CORSOrigins,
+		CORSCredentials: props.CORSCredentials,
 	})
 	// The functions behind service routes admit only the allow-listed
 	// callers (api.ServiceRoles).
@@ -287,6 +294,20 @@ func validate(p Props) error {
 		if !serviceRoleARN.MatchString(arn) {
 			bad("serviceRoleArns: %q is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)", arn)
 		}
+	}
+	for _, o := range p.CORSOrigins {
+		if err := routes.CheckOrigin(o); err != nil {
+			bad("corsOrigins: %v", err)
+		}
+		if o == routes.AnyOrigin && p.CORSCredentials {
+			// Browsers refuse credentials with Access-Control-Allow-Origin: *,
+			// and allowing every origin with them would let any site act
+			// as the player.
+			bad("corsOrigins: %q cannot be combined with corsAllowCredentials; list the origins", o)
+		}
+	}
+	if p.CORSCredentials && len(p.CORSOrigins) == 0 {
+		bad("corsAllowCredentials needs corsOrigins")
 	}
 	if p.JWTIssuer != "" {
 		if u, err := url.Parse(p.JWTIssuer); err != nil || u.Scheme != "https" || u.Host == "" {

@@ -977,6 +977,44 @@ func TestTheStageThrottlesEveryRouteBeforeAnyLambdaRuns(t *testing.T) {
 	}
 }
 
+// Browsers on the configured origins may call the API: API Gateway answers
+// their preflights (no OPTIONS route, no authorizer) with the methods the
+// routes use and the headers games send, and lets scripts read the budget
+// headers. A stage without origins configures no CORS at all.
+func TestWebOriginsGetCORSOnlyWhenConfigured(t *testing.T) {
+	check(t, "dev: no CORS", func() {
+		dev.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Api"), like(
+			"ProtocolType", "HTTP", "CorsConfiguration", assertions.Match_Absent()))
+	})
+	methods := routes.Methods(prod.routes)
+	check(t, "prod: CORS for its origins", func() {
+		prod.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Api"), like(
+			"CorsConfiguration", assertions.Match_ObjectEquals(obj(
+				"AllowOrigins", prodOrigins,
+				"AllowMethods", methods,
+				"AllowHeaders", routes.CORSAllowHeaders,
+				"ExposeHeaders", routes.CORSExposeHeaders,
+				"AllowCredentials", false,
+				"MaxAge", routes.CORSMaxAge.Seconds(),
+			))))
+	})
+	for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
+		if !slices.Contains(methods, m) {
+			t.Errorf("preflights allow %v; the routes use %s", methods, m)
+		}
+	}
+	for _, h := range []string{"Retry-After", "RateLimit-Remaining"} {
+		if !slices.Contains(routes.CORSExposeHeaders, h) {
+			t.Errorf("scripts cannot read %s: exposed %v", h, routes.CORSExposeHeaders)
+		}
+	}
+	for id, r := range prod.ofType("AWS::ApiGatewayV2::Route") {
+		if key, _ := r.Properties["RouteKey"].(string); strings.HasPrefix(key, "OPTIONS ") {
+			t.Errorf("route %s (%s): API Gateway answers preflights itself, an OPTIONS route would need the authorizer", id, key)
+		}
+	}
+}
+
 // Every processor and queue consumer keeps concurrency of its own, so a
 // flood of requests cannot starve them; routes share the rest. The
 // declared reservations leave most of an account's default concurrency to

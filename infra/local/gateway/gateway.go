@@ -54,6 +54,10 @@ type Options struct {
 	MaxBody int64
 	// Log receives handler failures; nil discards them.
 	Log *slog.Logger
+	// CORS, when set, answers preflights and adds CORS headers to the
+	// responses to allowed origins; nil configures no CORS (a preflight is
+	// then an OPTIONS request no route serves: 404).
+	CORS *CORS
 }
 
 // Gateway is an http.Handler serving the declared routes.
@@ -228,6 +232,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		requestID = NewRequestID()
 	}
 	w.Header().Set("Apigw-Requestid", requestID)
+	if g.opts.CORS != nil && isPreflight(r) {
+		// API Gateway answers preflights before any route or authorizer:
+		// for every path a route serves (another is still 404 here, to
+		// show a mistyped path).
+		if c, _, known := g.match(r.Header.Get("Access-Control-Request-Method"), r.URL.EscapedPath()); known {
+			if c != nil {
+				setRoute(r.Context(), http.MethodOptions+" "+c.route.Path, "")
+			}
+			g.opts.CORS.preflight(w, r)
+			return
+		}
+	}
+	w = g.opts.CORS.writer(w, r)
 	c, params, known := g.match(r.Method, r.URL.EscapedPath())
 	if c == nil {
 		detail := fmt.Sprintf("no route matches %s %s", r.Method, r.URL.Path)

@@ -49,6 +49,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the gateway's CORS configuration.
+func newFixtureWith(t *testing.T, cors *gateway.CORS) *fixture {
+	t.Helper()
 	j, err := authorizer.NewJWT(issuer, audience)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +78,7 @@ func newFixture(t *testing.T) *fixture {
 			routes.Player:  j,
 			routes.Service: authorizer.NewIAM(accessKey, secret),
 		},
+		CORS: cors,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,12 @@ type Options struct {
 	// ServiceRoles are the principals allowed to call service routes
 	// (RALLY_SERVICE_ROLES in AWS); nil is DefaultServiceRoles.
 	ServiceRoles []string
+	// CORSOrigins are the web origins browsers may call the API from
+	// (exact, "*", or scheme://host:* for any port); nil is
+	// gateway.DefaultCORSOrigins (this machine's http://localhost and
+	// 127.0.0.1 on any port), empty configures no CORS, as a deployment
+	// without corsOrigins.
+	CORSOrigins []string
 	// Handlers and Processors replace the handler bound in shared/app for
 	// the named functions (tests).
 	Handlers   map[string]api.Handler
@@ -158,6 +164,7 @@ type Stack struct {
 	jwt       *authorizer.JWT
 	iam       *authorizer.IAM
 	docs      *docs.Server
+	cors      *gateway.CORS
 	archive   *deadletters.Archive
 	streams   streamread.Retained
 	pollers   []*poller.Poller
@@ -198,6 +205,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, dir := range []string{"analytics"} {
 		if err := os.MkdirAll(filepath.Join(s.stateDir, dir), 0o755); err != nil {
 			return nil, fmt.Errorf("stack: create %s: %w", dir, err)
+		}
+	}
+
+	// Origins no browser sends are refused before anything starts.
+	origins := opts.CORSOrigins
+	if origins == nil {
+		origins = gateway.DefaultCORSOrigins
+	}
+	if len(origins) > 0 {
+		if s.cors, err = gateway.RallyCORS(origins); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
 
@@ -269,8 +287,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/_local/", s.localAPI())
-	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
+	mux.Handle("/_local/", s.cors.Wrap(s.localAPI()))
+	mux.Handle("/openapi.json", s.cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.Handle("/docs", s.docs)
 	mux.Handle("/docs/", s.docs)
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
@@ -390,7 +408,8 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Player:  s.jwt,
 			routes.Service: s.iam,
 		},
-		Log: s.log,
+		Log:  s.log,
+		CORS: s.cors,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
