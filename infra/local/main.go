@@ -26,6 +26,7 @@ func main() {
 	persist := flag.Bool("persist", false, "keep DynamoDB Local's data in .local/dynamodb across restarts")
 	endpoint := flag.String("dynamodb-endpoint", "", "use this running DynamoDB instead of starting DynamoDB Local")
 	stateDir := flag.String("state", ".local", "directory for the DLQ, analytics output and persisted data")
+	validate := flag.Bool("validate", true, "check every request against the OpenAPI document before its handler (a mismatch answers 400 and is logged); -validate=false leaves it to the handlers, as in AWS")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -33,17 +34,18 @@ func main() {
 	stopWithParent()
 	started := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
-		Port:             *port,
-		Persist:          *persist,
-		DynamoDBEndpoint: *endpoint,
-		RedisURL:         os.Getenv("REDIS_URL"),
-		StateDir:         *stateDir,
+		Port:                  *port,
+		Persist:               *persist,
+		DynamoDBEndpoint:      *endpoint,
+		RedisURL:              os.Getenv("REDIS_URL"),
+		StateDir:              *stateDir,
+		SkipRequestValidation: !*validate,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
 	}
-	banner(os.Stdout, s, time.Since(started))
+	banner(os.Stdout, s, time.Since(started), *validate)
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
@@ -63,7 +65,7 @@ func explain(err error) string {
 	return err.Error()
 }
 
-func banner(w io.Writer, s *stack.Stack, took time.Duration) {
+func banner(w io.Writer, s *stack.Stack, took time.Duration, validate bool) {
 	info := s.Info()
 	ddb := info.DynamoDBEndpoint + " (given endpoint)"
 	if info.DynamoDBPID != 0 {
@@ -75,6 +77,11 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration) {
 	}
 	fmt.Fprintf(w, "rally: local stack ready in %.1fs\n\n", took.Seconds())
 	fmt.Fprintf(w, "  API          %s  (%d routes, OpenAPI at %s/openapi.json)\n", info.URL, info.Routes, info.URL)
+	if validate {
+		fmt.Fprintf(w, "  contract     every request is checked against the OpenAPI document first (400 and a log line when it breaks it; -validate=false to skip)\n")
+	} else {
+		fmt.Fprintf(w, "  contract     requests go to the handlers unchecked, as in AWS (-validate=false)\n")
+	}
 	fmt.Fprintf(w, "  DynamoDB     %s\n", ddb)
 	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)
 	fmt.Fprintf(w, "  processors   %s (stream pollers; parked batches in the DeadLetters table)\n", strings.Join(info.Processors, ", "))

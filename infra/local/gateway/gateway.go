@@ -28,6 +28,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	// MaxBody is the largest request body accepted (default 10 MiB, API
 	// Gateway's payload limit).
 	MaxBody int64
+	// ValidateRequests checks every request against its operation in the
+	// OpenAPI document (shared/openapi) before the handler sees it: a
+	// request the document refuses is answered 400 with the problem a
+	// handler would give, and logged as a contract mismatch. API Gateway
+	// does not do this; it keeps the document and the handlers honest.
+	ValidateRequests bool
 	// Log receives handler failures; nil discards them.
 	Log *slog.Logger
 }
@@ -263,6 +270,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
+	if g.opts.ValidateRequests {
+		if err := openapi.ValidateRequest(r.Context(), c.route.Method, c.route.Path, ev); err != nil {
+			g.mismatch(w, c.route.Route, requestID, err)
+			return
+		}
+	}
 	// A Lambda runs to completion even when the client hangs up.
 	resp, err := invoke(context.WithoutCancel(r.Context()), c.route.Handler, ev)
 	if err != nil {
@@ -275,6 +288,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.opts.Log.Error("bad function response", "function", c.route.Function, "request_id", requestID, "error", err.Error())
 		Problem(w, errs.Wrap(errs.Internal, err, "the function returned a malformed response"))
 	}
+}
+
+// mismatch refuses a request the OpenAPI document does not admit. The log
+// names the route and the fields, never their values (they may be user
+// ids).
+func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID string, err error) {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != errs.Invalid {
+		// The document itself could not be read: the stack is broken, not
+		// the request.
+		g.opts.Log.Error("request validation failed", "route", r.Key(), "request_id", requestID, "error", err.Error())
+		Problem(w, errs.Wrap(errs.Internal, err, "the request could not be validated"))
+		return
+	}
+	fields := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		fields[i] = f.Field + ": " + f.Message
+	}
+	g.opts.Log.Warn("contract mismatch: the request breaks the OpenAPI document", "route", r.Key(),
+		"function", r.Function, "request_id", requestID, "fields", fields)
+	Problem(w, err)
 }
 
 func (g *Gateway) deny(w http.ResponseWriter, err error) {

@@ -49,6 +49,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, gateway.Options{})
+}
+
+// newFixtureWith takes the gateway's options but its routes and
+// authorizers.
+func newFixtureWith(t *testing.T, opts gateway.Options) *fixture {
+	t.Helper()
 	j, err := authorizer.NewJWT(issuer, audience)
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +73,12 @@ func newFixture(t *testing.T) *fixture {
 			return f.respond(ev)
 		}})
 	}
-	g, err := gateway.New(gateway.Options{
-		Routes: rs,
-		Authorizers: map[routes.Auth]authorizer.Authorizer{
-			routes.Player:  j,
-			routes.Service: authorizer.NewIAM(accessKey, secret),
-		},
-	})
+	opts.Routes = rs
+	opts.Authorizers = map[routes.Auth]authorizer.Authorizer{
+		routes.Player:  j,
+		routes.Service: authorizer.NewIAM(accessKey, secret),
+	}
+	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,11 @@ type Options struct {
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
+	// SkipRequestValidation serves requests the OpenAPI document refuses:
+	// only the handlers validate them, as in AWS. By default the gateway
+	// checks each request against the document first and answers a
+	// mismatch 400 (infra/local/gateway, Options.ValidateRequests).
+	SkipRequestValidation bool
 	// Isolate binds each function on its own over the one set of clients,
 	// as Lambda runs each function in its own process: no in-process
 	// cache (board definitions, hot boards) is shared between functions,
@@ -381,7 +386,8 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Player:  s.jwt,
 			routes.Service: s.iam,
 		},
-		Log: s.log,
+		ValidateRequests: !s.opts.SkipRequestValidation,
+		Log:              s.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
