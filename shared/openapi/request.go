@@ -54,8 +54,16 @@ func ValidateRequest(ctx context.Context, method, pathTemplate string, ev events
 	if err == nil {
 		return nil
 	}
+	var found errs.Fields
+	collect(&found, route.Operation, err)
+	// A rule broken once can be reported by several schema errors (each
+	// unknown property of an object, say); the caller hears of it once.
 	var fields errs.Fields
-	collect(&fields, route.Operation, err)
+	for _, fe := range found {
+		if !slices.Contains(fields, fe) {
+			fields = append(fields, fe)
+		}
+	}
 	if len(fields) == 0 {
 		// Nothing the mapping knows; still a refusal, with the validator's words.
 		fields.Add("body", err.Error())
@@ -247,7 +255,7 @@ func bodyField(f *errs.Fields, root *openapi3.Schema, leaf *openapi3.SchemaError
 			}
 		}
 		return
-	case "additionalProperties", "unevaluatedProperties", "properties", "false":
+	case "additionalProperties", "unevaluatedProperties", "properties", "maxProperties", "false":
 		if schema == nil || object == nil {
 			break
 		}
@@ -324,32 +332,28 @@ func expected(s *openapi3.Schema) string {
 	if s == nil {
 		return "is not valid here"
 	}
-	nullable := ""
-	if s.Type != nil && s.Type.Includes("null") {
-		nullable = " or null"
-	}
 	if len(s.Enum) > 0 {
 		values := make([]string, 0, len(s.Enum))
 		for _, v := range s.Enum {
 			values = append(values, fmt.Sprint(v))
 		}
-		return "must be one of " + strings.Join(values, ", ") + nullable
+		return "must be one of " + strings.Join(values, ", ")
 	}
 	switch {
 	case s.Type.Includes("integer"):
 		switch {
 		case s.Min != nil && s.Max != nil:
-			return fmt.Sprintf("must be an integer from %s to %s", num(*s.Min), num(*s.Max)) + nullable
+			return fmt.Sprintf("must be an integer from %s to %s", num(*s.Min), num(*s.Max))
 		case s.Min != nil:
-			return fmt.Sprintf("must be an integer of at least %s", num(*s.Min)) + nullable
+			return fmt.Sprintf("must be an integer of at least %s", num(*s.Min))
 		case s.Max != nil:
-			return fmt.Sprintf("must be an integer of at most %s", num(*s.Max)) + nullable
+			return fmt.Sprintf("must be an integer of at most %s", num(*s.Max))
 		}
-		return "must be an integer" + nullable
+		return "must be an integer"
 	case s.Type.Includes("number"):
-		return "must be a number" + nullable
+		return "must be a number"
 	case s.Type.Includes("boolean"):
-		return "must be a boolean" + nullable
+		return "must be a boolean"
 	case s.Type.Includes("array"):
 		msg := "must be a list"
 		if s.MaxItems != nil {
@@ -358,25 +362,25 @@ func expected(s *openapi3.Schema) string {
 		if s.Items != nil && s.Items.Value != nil && s.Items.Value.Pattern == idPattern {
 			msg += " ids, each 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
 		}
-		return msg + nullable
+		return msg
 	case s.Type.Includes("object"):
-		return "must be an object" + nullable
+		return "must be an object"
 	case s.Type.Includes("string"):
 		switch {
 		case s.Pattern == idPattern:
-			return api.IDMessage + nullable
+			return api.IDMessage
 		case s.Format == "uri":
-			return "must be an absolute http(s) URL of at most 2048 characters" + nullable
+			return "must be an absolute http(s) URL of at most 2048 characters"
 		case s.Format == "date-time":
-			return "must be an RFC 3339 time such as 2026-11-22T10:00:00Z" + nullable
+			return "must be an RFC 3339 time such as 2026-11-22T10:00:00Z"
 		case s.Format == "date":
-			return "must be a date such as 2026-11-22" + nullable
+			return "must be a date such as 2026-11-22"
 		case s.MaxLength != nil:
-			return fmt.Sprintf("must be %d-%d characters", s.MinLength, *s.MaxLength) + nullable
+			return fmt.Sprintf("must be %d-%d characters", s.MinLength, *s.MaxLength)
 		case s.MinLength > 0:
-			return fmt.Sprintf("must be at least %d characters", s.MinLength) + nullable
+			return fmt.Sprintf("must be at least %d characters", s.MinLength)
 		}
-		return "must be a string" + nullable
+		return "must be a string"
 	}
 	return "is not valid here"
 }

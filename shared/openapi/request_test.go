@@ -85,10 +85,11 @@ func TestValidateRequestNamesTheFieldsAsTheHandlersDo(t *testing.T) {
 			[]errs.FieldError{{Field: "Idempotency-Key", Message: api.IDMessage}}},
 		"missing required field": {"PUT", putBoard, board(`{"policy":"best"}`),
 			[]errs.FieldError{{Field: "title", Message: "is required"}}},
-		"wrong body types, unknown enum value, unknown field, nested field": {"PUT", putBoard,
-			board(`{"title":7,"policy":"highest","max_n":"ten","scope":{"game":"a b"},"colour":"red"}`),
+		"wrong body types, unknown enum value, unknown fields, nested field": {"PUT", putBoard,
+			board(`{"title":7,"policy":"highest","max_n":"ten","scope":{"game":"a b"},"colour":"red","size":3}`),
 			[]errs.FieldError{
 				{Field: "colour", Message: "is not a known field"},
+				{Field: "size", Message: "is not a known field"},
 				{Field: "max_n", Message: "must be an integer from 1 to 1000"},
 				{Field: "policy", Message: "must be one of best, increment, latest"},
 				{Field: "scope.game", Message: api.IDMessage},
@@ -97,6 +98,20 @@ func TestValidateRequestNamesTheFieldsAsTheHandlersDo(t *testing.T) {
 		"an item of a list": {"PUT", putFriends,
 			events.APIGatewayV2HTTPRequest{RawPath: "/v1/players/p1/friends", PathParameters: map[string]string{"player_id": "p1"}, Body: `{"friend_ids":["ok","not ok"]}`},
 			[]errs.FieldError{{Field: "friend_ids", Message: "item 1 " + api.IDMessage}}},
+		"a body where none goes": {"POST", "/v1/favorites/{game_id}",
+			events.APIGatewayV2HTTPRequest{RawPath: "/v1/favorites/g1", PathParameters: map[string]string{"game_id": "g1"}, Body: `{"title":"T"}`},
+			[]errs.FieldError{{Field: "title", Message: "is not a known field"}}},
+		"a blank title": {"PUT", putBoard, board(`{"title":"   "}`),
+			[]errs.FieldError{{Field: "title", Message: "must be 1-200 characters"}}},
+		"not an http(s) URL": {"PUT", "/v1/games/{game_id}",
+			events.APIGatewayV2HTTPRequest{RawPath: "/v1/games/g1", PathParameters: map[string]string{"game_id": "g1"}, Body: `{"title":"T","thumbnail_url":"javascript:alert(1)"}`},
+			[]errs.FieldError{{Field: "thumbnail_url", Message: "must be an absolute http(s) URL of at most 2048 characters"}}},
+		"101 ids in a list": {"GET", "/v1/favorites/status",
+			events.APIGatewayV2HTTPRequest{RawPath: "/v1/favorites/status", RawQueryString: "game_ids=" + strings.Repeat("g,", 100) + "g"},
+			[]errs.FieldError{{Field: "game_ids", Message: "must be a list of at most 100 ids, each 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"}}},
+		"a bad id in a list": {"GET", "/v1/favorites/status",
+			events.APIGatewayV2HTTPRequest{RawPath: "/v1/favorites/status", RawQueryString: "game_ids=g1,not%20one"},
+			[]errs.FieldError{{Field: "game_ids", Message: "must be a list of at most 100 ids, each 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"}}},
 		"no body":       {"PUT", putBoard, board(""), []errs.FieldError{{Field: "body", Message: "a JSON object is required"}}},
 		"not JSON":      {"PUT", putBoard, board(`{"title":`), []errs.FieldError{{Field: "body", Message: "is not valid JSON"}}},
 		"not an object": {"POST", record, activity("k1", `["DAILY_OPEN"]`), []errs.FieldError{{Field: "body", Message: "must be an object"}}},
@@ -138,5 +153,12 @@ func TestValidateRequestReadsBodiesAsJSONAndLeavesAuthToTheAuthorizers(t *testin
 	}
 	if err := ValidateRequest(context.Background(), "PUT", "/v1/games/{game_id}", ev); err != nil {
 		t.Fatalf("a JSON body sent as a form refused: %v", err)
+	}
+	// A route that takes no input admits no body and an empty object.
+	for _, body := range []string{"", "{}", " { } "} {
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/v1/favorites/g1", PathParameters: map[string]string{"game_id": "g1"}, Body: body}
+		if err := ValidateRequest(context.Background(), "POST", "/v1/favorites/{game_id}", ev); err != nil {
+			t.Errorf("body %q refused: %v", body, err)
+		}
 	}
 }
