@@ -25,7 +25,8 @@ import (
 // ValidateRequest checks a request, as the payload format 2.0 event API
 // Gateway builds for it, against the operation of method and the route's
 // path template: its path, query and header parameters and its JSON body.
-// It answers nil, or an errs.Invalid error whose fields name each mismatch
+// It answers nil, an errs.TooLarge error for a body over api.MaxBodyBytes,
+// or an errs.Invalid error whose fields name each mismatch
 // the way the handlers name them (the parameter, header or body field, and
 // what was expected there), so a refusal reads the same whichever layer
 // made it. Authentication is not checked here: the authorizers do that.
@@ -40,6 +41,11 @@ func ValidateRequest(ctx context.Context, method, pathTemplate string, ev events
 	req, err := httpRequest(ctx, ev)
 	if err != nil {
 		return errs.Field("body", err.Error())
+	}
+	// A body over the handlers' limit is too large (413) before it is
+	// anything else, as the handlers answer it.
+	if route.Operation.RequestBody != nil && req.ContentLength > api.MaxBodyBytes {
+		return errs.New(errs.TooLarge, "the request body exceeds %d bytes", api.MaxBodyBytes)
 	}
 	err = openapi3filter.ValidateRequest(ctx, &openapi3filter.RequestValidationInput{
 		Request:    req,

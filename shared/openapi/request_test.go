@@ -162,3 +162,16 @@ func TestValidateRequestReadsBodiesAsJSONAndLeavesAuthToTheAuthorizers(t *testin
 		}
 	}
 }
+
+// A body over the handlers' 16 KiB is too large before it is invalid, as
+// the handlers answer it (413).
+func TestValidateRequestRefusesAnOversizedBodyAsTooLarge(t *testing.T) {
+	ev := events.APIGatewayV2HTTPRequest{
+		RawPath: "/v1/games/g1", PathParameters: map[string]string{"game_id": "g1"},
+		Body: `{"title":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`,
+	}
+	err := ValidateRequest(context.Background(), "PUT", "/v1/games/{game_id}", ev)
+	if !errs.Is(err, errs.TooLarge) {
+		t.Fatalf("got %v, want too large", err)
+	}
+}

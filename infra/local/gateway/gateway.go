@@ -59,6 +59,10 @@ type Options struct {
 	// handler would give, and logged as a contract mismatch. API Gateway
 	// does not do this; it keeps the document and the handlers honest.
 	ValidateRequests bool
+	// ServiceRoles are the principals the handlers admit on service
+	// routes (RALLY_SERVICE_ROLES): a request from any other caller goes
+	// to its handler unchecked, to be refused 403 as before.
+	ServiceRoles api.ServiceRoles
 	// Log receives handler failures; nil discards them.
 	Log *slog.Logger
 }
@@ -270,7 +274,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
-	if g.opts.ValidateRequests {
+	if g.opts.ValidateRequests && g.admits(c.route.Route, ev) {
 		if err := openapi.ValidateRequest(r.Context(), c.route.Method, c.route.Path, ev); err != nil {
 			g.mismatch(w, c.route.Route, requestID, err)
 			return
@@ -290,12 +294,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// admits reports whether the route's handler would take the request's
+// caller: a player whose token's subject is a player id, a service on the
+// allow-list. A caller it refuses (403) is refused before anything is read
+// from the request, so such a request goes to the handler unchecked and
+// is answered exactly as without the check.
+func (g *Gateway) admits(r routes.Route, ev events.APIGatewayV2HTTPRequest) bool {
+	req := &api.Request{Event: ev, ServiceRoles: g.opts.ServiceRoles}
+	var err error
+	if r.Auth == routes.Service {
+		_, err = req.Service()
+	} else {
+		_, err = req.Player()
+	}
+	return err == nil
+}
+
 // mismatch refuses a request the OpenAPI document does not admit. The log
 // names the route and the fields, never their values (they may be user
 // ids).
 func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID string, err error) {
 	var e *errs.Error
-	if !errors.As(err, &e) || e.Kind != errs.Invalid {
+	if !errors.As(err, &e) || e.Kind == errs.Internal {
 		// The document itself could not be read: the stack is broken, not
 		// the request.
 		g.opts.Log.Error("request validation failed", "route", r.Key(), "request_id", requestID, "error", err.Error())
@@ -307,7 +327,7 @@ func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID stri
 		fields[i] = f.Field + ": " + f.Message
 	}
 	g.opts.Log.Warn("contract mismatch: the request breaks the OpenAPI document", "route", r.Key(),
-		"function", r.Function, "request_id", requestID, "fields", fields)
+		"function", r.Function, "request_id", requestID, "status", api.ProblemFor(err).Status, "fields", fields)
 	Problem(w, err)
 }
 

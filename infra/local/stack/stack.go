@@ -387,6 +387,7 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Service: s.iam,
 		},
 		ValidateRequests: !s.opts.SkipRequestValidation,
+		ServiceRoles:     s.deps.Config.ServiceRoles,
 		Log:              s.log,
 	})
 	if err != nil {
