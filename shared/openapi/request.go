@@ -71,8 +71,9 @@ func ValidateRequest(ctx context.Context, method, pathTemplate string, ev events
 		}
 	}
 	if len(fields) == 0 {
-		// Nothing the mapping knows; still a refusal, with the validator's words.
-		fields.Add("body", err.Error())
+		// Nothing the mapping knows; still a refusal. The validator's own
+		// words quote the value, which may be a user id: they stay in Err.
+		fields.Add("body", "does not match the operation's schema in the OpenAPI document")
 	}
 	e := fields.Err().(*errs.Error)
 	e.Err = err
