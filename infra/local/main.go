@@ -29,6 +29,7 @@ func main() {
 	stateDir := flag.String("state", ".local", "directory for the DLQ, analytics output and persisted data")
 	corsOrigins := flag.String("cors-origins", strings.Join(gateway.DefaultCORSOrigins, ","),
 		"web origins browsers may call the API from, comma-separated: http://host:port, scheme://host:* for any port, * for any; empty for no CORS")
+	validate := flag.Bool("validate", true, "check every request against the OpenAPI document before its handler (a mismatch answers 400 and is logged); -validate=false leaves it to the handlers, as in AWS")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -36,18 +37,19 @@ func main() {
 	stopWithParent()
 	started := time.Now()
 	s, err := stack.Start(ctx, stack.Options{
-		Port:             *port,
-		Persist:          *persist,
-		DynamoDBEndpoint: *endpoint,
-		RedisURL:         os.Getenv("REDIS_URL"),
-		StateDir:         *stateDir,
-		CORSOrigins:      splitList(*corsOrigins),
+		Port:                  *port,
+		Persist:               *persist,
+		DynamoDBEndpoint:      *endpoint,
+		RedisURL:              os.Getenv("REDIS_URL"),
+		StateDir:              *stateDir,
+		CORSOrigins:           splitList(*corsOrigins),
+		SkipRequestValidation: !*validate,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
 	}
-	banner(os.Stdout, s, time.Since(started), *corsOrigins)
+	banner(os.Stdout, s, time.Since(started), *corsOrigins, *validate)
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
@@ -79,7 +81,7 @@ func explain(err error) string {
 	return err.Error()
 }
 
-func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string) {
+func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string, validate bool) {
 	info := s.Info()
 	ddb := info.DynamoDBEndpoint + " (given endpoint)"
 	if info.DynamoDBPID != 0 {
@@ -95,6 +97,11 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string)
 		fmt.Fprintf(w, "  docs         %s  (not drawn: %v)\n", info.Docs, errors.Unwrap(info.DocsMissing))
 	} else {
 		fmt.Fprintf(w, "  docs         %s  (API reference; its form gets a player token for Try it out)\n", info.Docs)
+	}
+	if validate {
+		fmt.Fprintf(w, "  contract     every request is checked against the OpenAPI document first (400 and a log line when it breaks it; -validate=false to skip)\n")
+	} else {
+		fmt.Fprintf(w, "  contract     requests go to the handlers unchecked, as in AWS (-validate=false)\n")
 	}
 	fmt.Fprintf(w, "  DynamoDB     %s\n", ddb)
 	fmt.Fprintf(w, "  Redis        %s %s\n", info.RedisKind, info.RedisURL)

@@ -266,10 +266,13 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // ValidID reports whether s is a Rally id: 1–128 of [A-Za-z0-9._:-].
 func ValidID(s string) bool { return idPattern.MatchString(s) }
 
+// IDMessage is what a field error says of a value that is not a valid id.
+const IDMessage = "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
+
 // CheckID records a field error unless value is a valid id.
 func CheckID(f *errs.Fields, field, value string) {
 	if !ValidID(value) {
-		f.Add(field, "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+		f.Add(field, IDMessage)
 	}
 }
 

@@ -423,3 +423,52 @@ func TestPrincipalIsTheRoleOfASession(t *testing.T) {
 		}
 	}
 }
+
+// A refusal's detail says what was wrong where, not a generic sentence: a
+// caller reading only the detail knows which field to fix and how.
+func TestInvalidInputDetailNamesTheFieldAndWhatWasExpected(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ev     events.APIGatewayV2HTTPRequest
+		detail string
+	}{
+		"query out of range": {events.APIGatewayV2HTTPRequest{QueryStringParameters: map[string]string{"limit": "500"}},
+			"limit: must be an integer from 1 to 100"},
+		"bad JSON":   {events.APIGatewayV2HTTPRequest{Body: `{"title":`}, "body: is not valid JSON"},
+		"wrong type": {events.APIGatewayV2HTTPRequest{Body: `{"title":7}`}, "title: must be a string"},
+		"unknown field": {events.APIGatewayV2HTTPRequest{Body: `{"title":"T","colour":"red"}`},
+			"colour: is not a known field"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := Serve(slog.New(slog.NewJSONHandler(io.Discard, nil)), nil, nil, func(_ context.Context, r *Request) (Response, error) {
+				var f errs.Fields
+				r.IntQuery(&f, "limit", 50, 1, 100)
+				if err := f.Err(); err != nil {
+					return Response{}, err
+				}
+				var in struct {
+					Title string `json:"title"`
+				}
+				if r.Event.Body != "" {
+					if err := r.Decode(&in); err != nil {
+						return Response{}, err
+					}
+				}
+				return OK(nil), nil
+			})
+			resp, err := h(context.Background(), tc.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := decodeProblem(t, resp)
+			if p.Type != ProblemTypePrefix+"invalid-request" || p.Detail != tc.detail {
+				t.Fatalf("problem %q %q, want detail %q", p.Type, p.Detail, tc.detail)
+			}
+		})
+	}
+	var f errs.Fields
+	f.Add("game_id", IDMessage)
+	f.Add("window", "must be one of 24h, 7d, all")
+	if got, want := ProblemFor(f.Err()).Body.(Problem).Detail, "game_id: "+IDMessage+"; window: must be one of 24h, 7d, all"; got != want {
+		t.Fatalf("detail %q, want %q", got, want)
+	}
+}

@@ -15,12 +15,12 @@ func (r *Request) IdempotencyKey(required bool) (string, error) {
 	key := r.Header(idempotency.Header)
 	if key == "" {
 		if required {
-			return "", errs.Field(idempotency.Header, "the Idempotency-Key header is required")
+			return "", errs.Field(idempotency.Header, "is required (a key of your choosing, the same on every retry)")
 		}
 		return "", nil
 	}
 	if !ValidID(key) {
-		return "", errs.Field(idempotency.Header, "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+		return "", errs.Field(idempotency.Header, IDMessage)
 	}
 	return key, nil
 }

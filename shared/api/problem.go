@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -27,6 +28,9 @@ type problemKind struct {
 	title  string
 }
 
+// ProblemTypePrefix begins every problem type URI.
+const ProblemTypePrefix = "urn:rally:problem:"
+
 // kinds is the one place a domain error kind becomes an HTTP status.
 var kinds = map[errs.Kind]problemKind{
 	errs.Invalid:         {http.StatusBadRequest, "invalid-request", "Invalid request"},
@@ -41,12 +45,30 @@ var kinds = map[errs.Kind]problemKind{
 	errs.Internal:        {http.StatusInternalServerError, "internal", "Internal error"},
 }
 
+// ProblemType is one kind of problem the API answers with.
+type ProblemType struct {
+	URI    string // the problem's "type"
+	Status int
+	Title  string
+}
+
+// ProblemTypes lists every problem type the API answers with, by status
+// (the OpenAPI document and the README list them with their meaning).
+func ProblemTypes() []ProblemType {
+	out := make([]ProblemType, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, ProblemType{URI: ProblemTypePrefix + k.slug, Status: k.status, Title: k.title})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Status < out[j].Status })
+	return out
+}
+
 // ProblemFor renders err as a problem response. Internal errors never leak
 // their cause.
 func ProblemFor(err error) Response {
 	kind := errs.KindOf(err)
 	pk := kinds[kind]
-	p := Problem{Type: "urn:rally:problem:" + pk.slug, Title: pk.title, Status: pk.status}
+	p := Problem{Type: ProblemTypePrefix + pk.slug, Title: pk.title, Status: pk.status}
 	headers := map[string]string{"Content-Type": ProblemContentType}
 	var e *errs.Error
 	if errors.As(err, &e) {

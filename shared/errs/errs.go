@@ -5,6 +5,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -79,7 +80,7 @@ func Wrap(kind Kind, err error, detail string) *Error {
 
 // Field returns an Invalid error for one field.
 func Field(field, message string) *Error {
-	return &Error{Kind: Invalid, Detail: "the request is invalid", Fields: []FieldError{{Field: field, Message: message}}}
+	return Fields{{Field: field, Message: message}}.Err().(*Error)
 }
 
 // Fields collects field errors; Err returns nil when there are none.
@@ -91,11 +92,18 @@ func (f *Fields) Add(field, message string) {
 }
 
 // Err returns an Invalid error holding every recorded field error, or nil.
+// Its detail says what is wrong where ("limit: must be an integer from 1
+// to 100; window: must be one of 24h, 7d, all"), so a caller reading only
+// the detail knows what to fix.
 func (f Fields) Err() error {
 	if len(f) == 0 {
 		return nil
 	}
-	return &Error{Kind: Invalid, Detail: "the request is invalid", Fields: f}
+	parts := make([]string, len(f))
+	for i, fe := range f {
+		parts[i] = fe.Field + ": " + fe.Message
+	}
+	return &Error{Kind: Invalid, Detail: strings.Join(parts, "; "), Fields: f}
 }
 
 // Is reports whether err is an *Error of the given kind.

@@ -70,16 +70,16 @@ func (s Spec) Validate() error {
 	switch s.Kind {
 	case Rebuild, Reconcile, Recompute:
 	default:
-		return errs.New(errs.Invalid, `kind must be "rebuild", "reconcile" or "recompute"`)
+		return errs.Field("kind", `must be one of rebuild, reconcile, recompute`)
 	}
 	if s.Target != All && !slices.Contains(Targets(), s.Target) {
-		return errs.New(errs.Invalid, `target must be "counters", "trending", "leaderboard", "streaks" or "all"`)
+		return errs.Field("target", `must be one of counters, trending, leaderboard, streaks, all`)
 	}
 	if s.ID != "" && s.Target != Leaderboard {
-		return errs.New(errs.Invalid, `id names a leaderboard: it needs target "leaderboard"`)
+		return errs.Field("id", `names a leaderboard: it needs target "leaderboard"`)
 	}
 	if s.Period != "" && s.ID == "" {
-		return errs.New(errs.Invalid, "period needs id")
+		return errs.Field("period", "needs id (the leaderboard whose period it is)")
 	}
 	return nil
 }

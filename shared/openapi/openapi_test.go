@@ -1,10 +1,16 @@
 package openapi
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -98,5 +104,146 @@ func TestEveryRouteDocumentsItsBudgets(t *testing.T) {
 	}
 	if !strings.Contains(string(JSON()), `"RateLimit-Reset"`) {
 		t.Error("the served document lacks the RateLimit headers")
+	}
+}
+
+// Every operation says what it does: the reference page shows a summary
+// and a description for each.
+func TestEveryOperationHasASummaryAndADescription(t *testing.T) {
+	d, err := Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes.All() {
+		op := d.Paths.Find(r.Path).GetOperation(r.Method)
+		if strings.TrimSpace(op.Summary) == "" {
+			t.Errorf("%s: no summary", r.Key())
+		}
+		if strings.TrimSpace(op.Description) == "" {
+			t.Errorf("%s: no description", r.Key())
+		}
+	}
+}
+
+// Every operation describes the errors its declaration implies, each as a
+// problem: a player route 401 and 403 (the JWT authorizer, a player acting
+// for another), a service route 403 (no or a bad signature, a caller off
+// the allow-list), any parameter 400, a body 400 and 413, an
+// Idempotency-Key 409 (the first request still in progress) and 422 (the
+// key reused with another request), every route 429 and 503. The statuses
+// the end-to-end tests observe are checked on every call they make
+// (infra/local/apitest validates each response against its operation).
+func TestEveryOperationDescribesTheErrorsItsDeclarationImplies(t *testing.T) {
+	d, err := Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes.All() {
+		item := d.Paths.Find(r.Path)
+		op := item.GetOperation(r.Method)
+		want := []int{429, 503}
+		switch r.Auth {
+		case routes.Player:
+			want = append(want, 401, 403)
+		case routes.Service:
+			want = append(want, 403)
+		}
+		params := append(append([]*openapi3.ParameterRef{}, item.Parameters...), op.Parameters...)
+		if len(params) > 0 {
+			want = append(want, 400)
+		}
+		for _, p := range params {
+			if p.Value.In == openapi3.ParameterInHeader && p.Value.Name == "Idempotency-Key" {
+				want = append(want, 409, 422)
+			}
+		}
+		if op.RequestBody != nil {
+			want = append(want, 400, 413)
+		}
+		for _, status := range want {
+			resp := op.Responses.Status(status)
+			if resp == nil || resp.Value == nil {
+				t.Errorf("%s: does not describe %d", r.Key(), status)
+				continue
+			}
+			mt := resp.Value.Content.Get(api.ProblemContentType)
+			if mt == nil || mt.Schema == nil || mt.Schema.Value != d.Components.Schemas["Problem"].Value {
+				t.Errorf("%s: %d is not described as a problem", r.Key(), status)
+			}
+		}
+	}
+}
+
+// The servers are where the API answers: the local stack's URL and a
+// deployment's, with its API id and Region as variables.
+func TestServersNameTheLocalStackAndADeployment(t *testing.T) {
+	d, err := Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, s := range d.Servers {
+		urls = append(urls, s.URL)
+		if strings.Contains(s.URL, "{") {
+			for _, v := range []string{"apiId", "region"} {
+				if s.Variables[v] == nil || s.Variables[v].Default == "" {
+					t.Errorf("server %s: variable %s has no default", s.URL, v)
+				}
+			}
+		}
+	}
+	want := []string{"http://localhost:3000", "https://{apiId}.execute-api.{region}.amazonaws.com"}
+	if strings.Join(urls, " ") != strings.Join(want, " ") {
+		t.Fatalf("servers %v, want %v", urls, want)
+	}
+}
+
+// Every problem type the API answers with is listed, in the document (the
+// Problem schema's type and x-problem-types, with its status and what it
+// means) and in the README; the document lists no other.
+func TestEveryProblemTypeIsListedWithItsMeaning(t *testing.T) {
+	d, err := Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed map[string]struct {
+		Status  int    `json:"status"`
+		Meaning string `json:"meaning"`
+	}
+	raw, err := json.Marshal(d.Components.Extensions["x-problem-types"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &listed); err != nil {
+		t.Fatalf("x-problem-types: %v", err)
+	}
+	enum := map[string]bool{}
+	for _, v := range d.Components.Schemas["Problem"].Value.Properties["type"].Value.Enum {
+		enum[fmt.Sprint(v)] = true
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := api.ProblemTypes()
+	for _, pt := range types {
+		l, ok := listed[pt.URI]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in x-problem-types", pt.URI)
+		case l.Status != pt.Status:
+			t.Errorf("%s: x-problem-types says %d, the API answers %d", pt.URI, l.Status, pt.Status)
+		case strings.TrimSpace(l.Meaning) == "":
+			t.Errorf("%s: x-problem-types does not say what it means", pt.URI)
+		}
+		if !enum[pt.URI] {
+			t.Errorf("%s: not among the Problem schema's types", pt.URI)
+		}
+		if !strings.Contains(string(readme), fmt.Sprintf("| `%s` | %d |", pt.URI, pt.Status)) {
+			t.Errorf("%s: the README's problem types do not list it with %d", pt.URI, pt.Status)
+		}
+	}
+	if len(listed) != len(types) || len(enum) != len(types) {
+		t.Errorf("the document lists %d and %d problem types, the API answers with %d", len(listed), len(enum), len(types))
 	}
 }

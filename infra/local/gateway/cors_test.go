@@ -27,7 +27,7 @@ func corsFixture(t *testing.T, origins ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newFixtureWith(t, cors)
+	return newFixtureWith(t, gateway.Options{CORS: cors})
 }
 
 func (f *fixture) preflight(path, origin, method string) (*http.Response, []byte) {

@@ -28,6 +28,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -52,6 +53,16 @@ type Options struct {
 	// MaxBody is the largest request body accepted (default 10 MiB, API
 	// Gateway's payload limit).
 	MaxBody int64
+	// ValidateRequests checks every request against its operation in the
+	// OpenAPI document (shared/openapi) before the handler sees it: a
+	// request the document refuses is answered 400 with the problem a
+	// handler would give, and logged as a contract mismatch. API Gateway
+	// does not do this; it keeps the document and the handlers honest.
+	ValidateRequests bool
+	// ServiceRoles are the principals the handlers admit on service
+	// routes (RALLY_SERVICE_ROLES): a request from any other caller goes
+	// to its handler unchecked, to be refused 403 as before.
+	ServiceRoles api.ServiceRoles
 	// Log receives handler failures; nil discards them.
 	Log *slog.Logger
 	// CORS, when set, answers preflights and adds CORS headers to the
@@ -280,6 +291,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
+	if g.opts.ValidateRequests && g.admits(c.route.Route, ev) {
+		if err := openapi.ValidateRequest(r.Context(), c.route.Method, c.route.Path, ev); err != nil {
+			g.mismatch(w, c.route.Route, requestID, err)
+			return
+		}
+	}
 	// A Lambda runs to completion even when the client hangs up.
 	resp, err := invoke(context.WithoutCancel(r.Context()), c.route.Handler, ev)
 	if err != nil {
@@ -292,6 +309,43 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.opts.Log.Error("bad function response", "function", c.route.Function, "request_id", requestID, "error", err.Error())
 		Problem(w, errs.Wrap(errs.Internal, err, "the function returned a malformed response"))
 	}
+}
+
+// admits reports whether the route's handler would take the request's
+// caller: a player whose token's subject is a player id, a service on the
+// allow-list. A caller it refuses (403) is refused before anything is read
+// from the request, so such a request goes to the handler unchecked and
+// is answered exactly as without the check.
+func (g *Gateway) admits(r routes.Route, ev events.APIGatewayV2HTTPRequest) bool {
+	req := &api.Request{Event: ev, ServiceRoles: g.opts.ServiceRoles}
+	var err error
+	if r.Auth == routes.Service {
+		_, err = req.Service()
+	} else {
+		_, err = req.Player()
+	}
+	return err == nil
+}
+
+// mismatch refuses a request the OpenAPI document does not admit. The log
+// names the route and the fields, never their values (they may be user
+// ids).
+func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID string, err error) {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind == errs.Internal {
+		// The document itself could not be read: the stack is broken, not
+		// the request.
+		g.opts.Log.Error("request validation failed", "route", r.Key(), "request_id", requestID, "error", err.Error())
+		Problem(w, errs.Wrap(errs.Internal, err, "the request could not be validated"))
+		return
+	}
+	fields := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		fields[i] = f.Field + ": " + f.Message
+	}
+	g.opts.Log.Warn("contract mismatch: the request breaks the OpenAPI document", "route", r.Key(),
+		"function", r.Function, "request_id", requestID, "status", api.ProblemFor(err).Status, "fields", fields)
+	Problem(w, err)
 }
 
 func (g *Gateway) deny(w http.ResponseWriter, err error) {

@@ -49,11 +49,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return newFixtureWith(t, nil)
+	return newFixtureWith(t, gateway.Options{})
 }
 
-// newFixtureWith is newFixture with the gateway's CORS configuration.
-func newFixtureWith(t *testing.T, cors *gateway.CORS) *fixture {
+// newFixtureWith takes the gateway's options but its routes and
+// authorizers.
+func newFixtureWith(t *testing.T, opts gateway.Options) *fixture {
 	t.Helper()
 	j, err := authorizer.NewJWT(issuer, audience)
 	if err != nil {
@@ -72,14 +73,12 @@ func newFixtureWith(t *testing.T, cors *gateway.CORS) *fixture {
 			return f.respond(ev)
 		}})
 	}
-	g, err := gateway.New(gateway.Options{
-		Routes: rs,
-		Authorizers: map[routes.Auth]authorizer.Authorizer{
-			routes.Player:  j,
-			routes.Service: authorizer.NewIAM(accessKey, secret),
-		},
-		CORS: cors,
-	})
+	opts.Routes = rs
+	opts.Authorizers = map[routes.Auth]authorizer.Authorizer{
+		routes.Player:  j,
+		routes.Service: authorizer.NewIAM(accessKey, secret),
+	}
+	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,6 +135,11 @@ type Options struct {
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
+	// SkipRequestValidation serves requests the OpenAPI document refuses:
+	// only the handlers validate them, as in AWS. By default the gateway
+	// checks each request against the document first and answers a
+	// mismatch 400 (infra/local/gateway, Options.ValidateRequests).
+	SkipRequestValidation bool
 	// Isolate binds each function on its own over the one set of clients,
 	// as Lambda runs each function in its own process: no in-process
 	// cache (board definitions, hot boards) is shared between functions,
@@ -408,8 +413,10 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Player:  s.jwt,
 			routes.Service: s.iam,
 		},
-		Log:  s.log,
-		CORS: s.cors,
+		ValidateRequests: !s.opts.SkipRequestValidation,
+		ServiceRoles:     s.deps.Config.ServiceRoles,
+		Log:              s.log,
+		CORS:             s.cors,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)

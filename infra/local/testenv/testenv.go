@@ -160,7 +160,9 @@ func Redis(t testing.TB) *redisserver.Server {
 // stack is stopped and its tables deleted when the test ends, and the test
 // fails if a function touched anything its declarations do not grant it
 // (shared/routes Uses, what the CDK stack grants): that call would be
-// refused in AWS.
+// refused in AWS. The gateway checks every request against the OpenAPI
+// document before its handler (stack.Options.SkipRequestValidation turns
+// that off), so a test's request the document refuses answers 400.
 func Stack(t testing.TB, opts stack.Options) *stack.Stack {
 	t.Helper()
 	if opts.DynamoDBEndpoint == "" {

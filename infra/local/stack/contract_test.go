@@ -1,0 +1,117 @@
+package stack_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// invalidRequests break the OpenAPI document in the ways a client gets a
+// request wrong, each on a route that would write something if it let the
+// request through; field is the field the refusal must name.
+var invalidRequests = []struct {
+	name  string
+	call  apitest.Call
+	route string
+	field string
+}{
+	{"an id of 129 characters", apitest.Call{Method: "POST", Path: "/v1/favorites/" + strings.Repeat("g", 129), As: "alice"},
+		"POST /v1/favorites/{game_id}", "game_id"},
+	{"an unknown enum value", apitest.Call{Method: "POST", Path: "/v1/activity", As: "alice", Header: map[string]string{"Idempotency-Key": "open-1"},
+		Body: map[string]string{"event_type": "NAP", "source": "mobile_app"}},
+		"POST /v1/activity", "event_type"},
+	{"a missing required field", apitest.Call{Method: "PUT", Path: "/v1/leaderboards/contract-board", Service: true,
+		Body: map[string]any{"policy": "best"}},
+		"PUT /v1/leaderboards/{leaderboard_id}", "title"},
+	{"a string for an integer", apitest.Call{Method: "POST", Path: "/v1/leaderboards/contract-board/scores", Service: true,
+		Body: map[string]any{"player_id": "alice", "match_id": "m1", "score": "10"}},
+		"POST /v1/leaderboards/{leaderboard_id}/scores", "score"},
+	{"a number for a string", apitest.Call{Method: "PUT", Path: "/v1/players/alice/profile", Service: true,
+		Body: map[string]any{"display_name": 5}},
+		"PUT /v1/players/{player_id}/profile", "display_name"},
+	{"a malformed header", apitest.Call{Method: "POST", Path: "/v1/posts/p1/like/toggle", As: "alice",
+		Header: map[string]string{"Idempotency-Key": "not a key"}},
+		"POST /v1/posts/{post_id}/like/toggle", "Idempotency-Key"},
+}
+
+type problem struct {
+	Type   string `json:"type"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func (p problem) fields() []string {
+	var out []string
+	for _, e := range p.Errors {
+		out = append(out, e.Field)
+	}
+	return out
+}
+
+// The gateway refuses a request the document refuses before any handler
+// runs: 400 application/problem+json naming the field, a contract-mismatch
+// line in the log, and nothing written anywhere. A client cannot tell it
+// from the handler's own refusal: with the check off, the handler answers
+// the same request 400 with the same type and the same field.
+func TestGatewayRefusesWhatTheDocumentRefusesAsTheHandlerWould(t *testing.T) {
+	var logs syncBuffer
+	s := testenv.Stack(t, stack.Options{Log: &logs})
+	c := apitest.New(t, s)
+	unchecked := apitest.New(t, testenv.Stack(t, stack.Options{SkipRequestValidation: true}))
+	for _, tc := range invalidRequests {
+		t.Run(tc.name, func(t *testing.T) {
+			var gw, handler problem
+			r := c.Do(tc.call).Expect(t, 400)
+			if ct := r.Header.Get("Content-Type"); ct != api.ProblemContentType {
+				t.Fatalf("content type %q", ct)
+			}
+			r.JSON(t, &gw)
+			unchecked.Do(tc.call).Expect(t, 400).JSON(t, &handler)
+			if gw.Type != "urn:rally:problem:invalid-request" || gw.Type != handler.Type {
+				t.Errorf("the gateway says %q, the handler %q", gw.Type, handler.Type)
+			}
+			if !slices.Contains(gw.fields(), tc.field) || !slices.Contains(handler.fields(), tc.field) {
+				t.Errorf("the gateway names %v, the handler %v; both must name %s", gw.fields(), handler.fields(), tc.field)
+			}
+			if !strings.Contains(gw.Detail, tc.field+": ") {
+				t.Errorf("the detail %q does not say what is wrong with %s", gw.Detail, tc.field)
+			}
+		})
+	}
+	out := logs.String()
+	for _, tc := range invalidRequests {
+		logged := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+			return strings.Contains(line, `"msg":"contract mismatch: the request breaks the OpenAPI document"`) &&
+				strings.Contains(line, `"route":"`+tc.route+`"`) && strings.Contains(line, tc.field+": ")
+		})
+		if !logged {
+			t.Errorf("%s: no contract mismatch logged for %s naming %s", tc.name, tc.route, tc.field)
+		}
+	}
+	if strings.Contains(out, `"msg":"request failed"`) {
+		t.Errorf("a handler ran on a request the gateway refused:\n%s", out)
+	}
+	for _, table := range schema.Tables() {
+		items, err := s.DB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(table)), Limit: aws.Int32(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items.Items) > 0 {
+			t.Errorf("the refused requests wrote to %s: %v", table.Name, items.Items[0])
+		}
+	}
+}
