@@ -76,7 +76,9 @@ func newEnv(t *testing.T) *env {
 			StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
 		})
 		testenv.Require(t, "DynamoDB Local", err)
-		t.Cleanup(func() { _, _ = e.direct.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+		t.Cleanup(func() {
+			_, _ = e.direct.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		})
 	}
 	srv, err := awsapi.New(awsapi.Options{
 		DynamoDB: endpoint,
