@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/shared/api"
@@ -367,26 +368,24 @@ func (l localInvoker) Invoke(ctx context.Context, function string, ev events.Dyn
 // invokeAPI serves Lambda's Invoke API (RequestResponse) for the stream
 // processors, under their declared names: functions that invoke others (a
 // redrive) reach them here through the AWS SDK, as they reach Lambda in
-// AWS. A handler's error is a function error, as Lambda reports it.
+// AWS. A handler's error, or a payload that is no DynamoDB event, is a
+// function error, as Lambda reports it.
 func (s *Stack) invokeAPI(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	p, err := s.poller(name)
-	if err != nil {
+	payload, err := io.ReadAll(r.Body)
+	if err == nil {
+		var resp []byte
+		if resp, err = s.invoke(r.Context(), name, payload); err == nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(resp)
+			return
+		}
+	}
+	if errors.Is(err, awsapi.ErrNotFound) {
 		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
 		_ = writeJSON(w, http.StatusNotFound, map[string]string{"Type": "User", "message": "Function not found: " + name})
 		return
 	}
-	var ev events.DynamoDBEvent
-	if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
-		w.Header().Set("X-Amzn-ErrorType", "InvalidRequestContentException")
-		_ = writeJSON(w, http.StatusBadRequest, map[string]string{"Type": "User", "message": err.Error()})
-		return
-	}
-	resp, err := p.Invoke(r.Context(), ev.Records)
-	if err != nil {
-		w.Header().Set("X-Amz-Function-Error", "Unhandled")
-		_ = writeJSON(w, http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
-		return
-	}
-	_ = writeJSON(w, http.StatusOK, resp)
+	w.Header().Set("X-Amz-Function-Error", "Unhandled")
+	_ = writeJSON(w, http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
@@ -134,6 +135,15 @@ type Options struct {
 	// so each one's calls are its own (infra/local/access proves the
 	// grants with it). By default every feature is bound once.
 	Isolate bool
+	// AWSEndpoint starts the local AWS endpoint (AWS()) that function
+	// binaries reach through AWS_ENDPOINT_URL, each with the credentials
+	// AddCaller gives it: DynamoDB and its streams (checked against the
+	// function's role, then DynamoDB Local), the cursor secret
+	// (CursorSecretARN), the analytics delivery stream (AnalyticsStream,
+	// into the local analytics export) and Lambda Invoke of the
+	// processors. The local credentials (AccessKeyID) call it unchecked.
+	// The in-process handlers do not use it.
+	AWSEndpoint bool
 }
 
 // Stack is a running local stack.
@@ -162,6 +172,7 @@ type Stack struct {
 	unbound   []string
 	server    *http.Server
 	listeners []net.Listener
+	aws       *awsapi.Server
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -259,6 +270,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.cancel = cancel
 	if err := s.startPollers(runCtx); err != nil {
 		return nil, err
+	}
+
+	if opts.AWSEndpoint {
+		if err := s.startAWS(); err != nil {
+			return nil, err
+		}
 	}
 
 	mux := http.NewServeMux()
@@ -505,6 +522,11 @@ func (s *Stack) Bound() *app.Bound { return s.bound }
 // indexes by action, streams, invocations, Redis.
 func (s *Stack) Access() *access.Recorder { return s.access }
 
+// AWS is the local AWS endpoint, nil unless Options.AWSEndpoint: give each
+// function binary its credentials with AddCaller and its URL as
+// AWS_ENDPOINT_URL.
+func (s *Stack) AWS() *awsapi.Server { return s.aws }
+
 // DB is a DynamoDB client for the stack's tables.
 func (s *Stack) DB() *dynamodb.Client { return s.db }
 
@@ -636,6 +658,8 @@ type Info struct {
 	Unbound     []string
 	StateDir    string
 	Routes      int
+	// AWSEndpoint is the local AWS endpoint's URL, "" when not started.
+	AWSEndpoint string
 }
 
 // Info reports what runs where.
@@ -647,6 +671,9 @@ func (s *Stack) Info() Info {
 		if s.opts.Persist {
 			i.Persisted = filepath.Join(s.stateDir, "dynamodb")
 		}
+	}
+	if s.aws != nil {
+		i.AWSEndpoint = s.aws.URL()
 	}
 	i.RedisKind = "redis at REDIS_URL"
 	if s.mini != nil {
@@ -684,6 +711,11 @@ func (s *Stack) Close() error {
 		} else {
 			for _, l := range s.listeners {
 				_ = l.Close()
+			}
+		}
+		if s.aws != nil {
+			if err := s.aws.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("stack: stop the AWS endpoint: %w", err))
 			}
 		}
 		if s.cancel != nil {
