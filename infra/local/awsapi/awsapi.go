@@ -96,6 +96,7 @@ type Server struct {
 	callers   map[string]*caller // access key → caller
 	policies  map[string]policy.Policy
 	iterators map[string]iterator // shard iterator → the stream it reads
+	pruned    time.Time           // when expired iterators were last dropped
 
 	ctx    context.Context // ends at Close: asynchronous invocations
 	cancel context.CancelFunc
@@ -197,7 +198,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := operationOf(r)
-	c, ok := s.authenticate(w, r, body, op)
+	c, sig, ok := s.authenticate(w, r, body, op)
 	if !ok {
 		return
 	}
@@ -212,9 +213,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "lambda":
 		call.lambda()
 	default:
-		s.log.Warn("AWS call not served locally", "function", c.function, "operation", op.name)
+		s.log.Warn("AWS call not served locally", "function", c.function, "service", sig.Service, "operation", op.name)
 		call.fail(http.StatusBadRequest, "UnknownOperationException",
-			fmt.Sprintf("%s is not served by the local AWS endpoint (it serves DynamoDB, DynamoDB Streams, Secrets Manager GetSecretValue and DescribeSecret, Firehose PutRecord and PutRecordBatch, Lambda Invoke)", op.name))
+			fmt.Sprintf("%s (service %s) is not served by the local AWS endpoint (it serves DynamoDB, DynamoDB Streams, Secrets Manager GetSecretValue and DescribeSecret, Firehose PutRecord and PutRecordBatch, Lambda Invoke)", op.name, sig.Service))
 	}
 }
 
@@ -253,7 +254,7 @@ func operationOf(r *http.Request) operation {
 
 // authenticate verifies the signature and finds its caller; on failure it
 // answers as the service would.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byte, op operation) (*caller, bool) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byte, op operation) (*caller, authorizer.Signature, bool) {
 	var who *caller
 	v := authorizer.Verifier{
 		Key: func(accessKey string) (authorizer.SigningKey, bool) {
@@ -275,7 +276,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byt
 			return nil
 		},
 	}
-	if _, err := v.Verify(r, body); err != nil {
+	sig, err := v.Verify(r, body)
+	if err != nil {
 		var refused *authorizer.SignatureError
 		errors.As(err, &refused)
 		status := http.StatusBadRequest
@@ -284,9 +286,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byt
 		}
 		s.log.Warn("AWS call refused: bad signature", "operation", op.name, "code", refused.Code, "reason", refused.Reason)
 		writeError(w, r, op.rest, status, refused.Code, refused.Reason)
-		return nil, false
+		return nil, sig, false
 	}
-	return who, true
+	return who, sig, true
 }
 
 // call is one authenticated request.

@@ -24,6 +24,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
 	"github.com/rallyhq/rally/infra/local/awsapi"
@@ -524,6 +525,12 @@ func TestUnknownKeysBadSignaturesAndUnservedCallsAreRefused(t *testing.T) {
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "UnknownOperationException" || !strings.Contains(api.ErrorMessage(), "secretsmanager:ListSecrets") {
 		t.Errorf("an operation not served: %v", err)
+	}
+	// SQS is no dependency of any function yet: the first call fails here.
+	queue := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.srv.URL()), Credentials: static(creds), Retryer: aws.NopRetryer{}})
+	_, err = queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.srv.URL() + "/000000000000/q"), MessageBody: aws.String("m")})
+	if !errors.As(err, &api) || api.ErrorCode() != "UnknownOperationException" || !strings.Contains(api.ErrorMessage(), "AmazonSQS.SendMessage (service sqs)") {
+		t.Errorf("an SQS call: %v", err)
 	}
 	_, err = e.lambda(creds).ListFunctions(ctx, &lambda.ListFunctionsInput{})
 	if !errors.As(err, &api) || api.ErrorCode() != "UnknownOperationException" || !strings.Contains(api.ErrorMessage(), "GET /2015-03-31/functions") {

@@ -137,10 +137,13 @@ func (s *Server) remember(stream string, iterators ...string) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for it, i := range s.iterators {
-		if now.After(i.expires) {
-			delete(s.iterators, it)
+	if now.Sub(s.pruned) > time.Minute {
+		for it, i := range s.iterators {
+			if now.After(i.expires) {
+				delete(s.iterators, it)
+			}
 		}
+		s.pruned = now
 	}
 	for _, it := range iterators {
 		if it != "" {
