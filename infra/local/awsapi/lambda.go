@@ -2,6 +2,7 @@ package awsapi
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -78,18 +79,45 @@ func (c *call) lambda() {
 		c.w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	out, err := c.opts.Invoke(c.r.Context(), function, c.body)
+	serveInvoke(c.w, c.r, c.opts.Invoke, function, c.body)
+}
+
+// serveInvoke answers a synchronous Invoke of function with what invoke
+// returns, as Lambda does: the response, ResourceNotFoundException for a
+// function that does not exist, or the function's error as an Unhandled
+// function error (200).
+func serveInvoke(w http.ResponseWriter, r *http.Request, invoke InvokeFunc, function string, payload []byte) {
+	out, err := invoke(r.Context(), function, payload)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		c.fail(http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+FunctionARN(function))
+		writeError(w, r, true, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+FunctionARN(function))
 		return
 	case err != nil:
-		c.w.Header().Set("X-Amz-Function-Error", "Unhandled")
-		writeJSON(c.w, "application/json", http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
+		w.Header().Set("X-Amz-Function-Error", "Unhandled")
+		writeJSON(w, "application/json", http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
 		return
 	}
-	c.w.Header().Set("Content-Type", "application/json")
-	c.w.Header().Set("X-Amz-Executed-Version", "$LATEST")
-	c.w.WriteHeader(http.StatusOK)
-	_, _ = c.w.Write(out)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// InvokeHandler serves Lambda's Invoke API (RequestResponse) with invoke,
+// without checking who calls: the local stack's in-process handlers, which
+// share its process and credentials, reach the processors through it.
+func InvokeHandler(invoke InvokeFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := lambdaInvokePath(r)
+		if !ok || r.Method != http.MethodPost {
+			writeError(w, r, true, http.StatusBadRequest, "UnknownOperationException", r.Method+" "+r.URL.Path+" is not Lambda Invoke")
+			return
+		}
+		payload, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, r, true, http.StatusRequestEntityTooLarge, "RequestTooLargeException", "cannot read the payload: "+err.Error())
+			return
+		}
+		serveInvoke(w, r, invoke, functionName(name), payload)
+	})
 }

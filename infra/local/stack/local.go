@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
-	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/shared/api"
@@ -363,29 +362,4 @@ func (l localInvoker) Invoke(ctx context.Context, function string, ev events.Dyn
 		return events.DynamoDBEventResponse{}, err
 	}
 	return p.Invoke(ctx, ev.Records)
-}
-
-// invokeAPI serves Lambda's Invoke API (RequestResponse) for the stream
-// processors, under their declared names: functions that invoke others (a
-// redrive) reach them here through the AWS SDK, as they reach Lambda in
-// AWS. A handler's error, or a payload that is no DynamoDB event, is a
-// function error, as Lambda reports it.
-func (s *Stack) invokeAPI(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	payload, err := io.ReadAll(r.Body)
-	if err == nil {
-		var resp []byte
-		if resp, err = s.invoke(r.Context(), name, payload); err == nil {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(resp)
-			return
-		}
-	}
-	if errors.Is(err, awsapi.ErrNotFound) {
-		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
-		_ = writeJSON(w, http.StatusNotFound, map[string]string{"Type": "User", "message": "Function not found: " + name})
-		return
-	}
-	w.Header().Set("X-Amz-Function-Error", "Unhandled")
-	_ = writeJSON(w, http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
 }

@@ -281,7 +281,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", s.localAPI())
 	mux.HandleFunc("/openapi.json", s.serveOpenAPI)
-	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
+	// The stack serves Lambda's Invoke API for the in-process functions
+	// that invoke others (a redrive), under the processors' declared
+	// names; a payload that is no DynamoDB event is a function error, as
+	// Lambda reports it.
+	mux.Handle("POST /2015-03-31/functions/{name}/invocations", awsapi.InvokeHandler(s.invoke))
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
 	for _, l := range s.listeners {
