@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -114,5 +116,65 @@ func TestFunctionBinariesReachTheStackThroughTheAWSEndpoint(t *testing.T) {
 	var notFound *lambdatypes.ResourceNotFoundException
 	if !errors.As(err, &notFound) {
 		t.Errorf("invoking a function the stack does not run: %v", err)
+	}
+}
+
+// A function started as its binary starts (app.New from an environment
+// whose AWS_ENDPOINT_URL is the endpoint and whose credentials are its
+// own) reads the cursor secret at init and its tables through the
+// endpoint, as its role allows; without the secret in its role it does
+// not start.
+func TestAFunctionStartsAndCallsAWSThroughTheEndpoint(t *testing.T) {
+	s := testenv.Stack(t, stack.Options{AWSEndpoint: true})
+	ctx := context.Background()
+	games, players := s.Tables().Of(schema.Games), s.Tables().Of(schema.Players)
+	fn := routes.ListFavorites.Function
+	reads := policy.Statement{Effect: "Allow", Actions: []string{"dynamodb:GetItem", "dynamodb:Query"}, Resources: []string{awsapi.TableARN(games)}}
+	start := func(statements ...policy.Statement) (*app.Deps, error) {
+		creds := s.AWS().AddCaller(fn, statements)
+		home := t.TempDir()
+		for k, v := range map[string]string{
+			"AWS_ENDPOINT_URL": s.AWS().URL(), "AWS_REGION": stack.Region,
+			"AWS_ACCESS_KEY_ID": creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY": creds.SecretAccessKey, "AWS_SESSION_TOKEN": creds.SessionToken,
+			"AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
+			"AWS_EC2_METADATA_DISABLED": "true",
+		} {
+			t.Setenv(k, v)
+		}
+		cfg := s.Deps().Config
+		cfg.Function = fn
+		cfg.DynamoDBEndpoint, cfg.LambdaEndpoint = "", ""
+		cfg.SecretARN, cfg.CursorKey = stack.CursorSecretARN, ""
+		return app.New(ctx, cfg, app.Options{Function: fn, LogOutput: io.Discard})
+	}
+
+	_, err := start(reads)
+	if err == nil || !strings.Contains(err.Error(), "AccessDeniedException") || !strings.Contains(err.Error(), stack.CursorSecretARN) {
+		t.Fatalf("a function whose role lacks the cursor secret started: %v", err)
+	}
+
+	d, err := start(reads, policy.Statement{Effect: "Allow", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: []string{stack.CursorSecretARN}})
+	if err != nil {
+		t.Fatalf("a function whose role has the cursor secret: %v", err)
+	}
+	// Its cursors are signed with the stack's key: the stack's own
+	// functions read them.
+	cursor, err := d.Cursors.Encode("favorites", map[string]string{"after": "g1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]string
+	if err := s.Deps().Cursors.Decode(ctx, "favorites", cursor, &back); err != nil || back["after"] != "g1" {
+		t.Errorf("a cursor the function signed with the secret: %v %v", back, err)
+	}
+	key := map[string]types.AttributeValue{schema.AttrGameID: &types.AttributeValueMemberS{Value: "g1"}}
+	if _, err := d.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(games), Key: key}); err != nil {
+		t.Errorf("GetItem on a table its role reads: %v", err)
+	}
+	_, err = d.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(players),
+		Key: map[string]types.AttributeValue{schema.AttrPlayerID: &types.AttributeValueMemberS{Value: "p1"}}})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
+		t.Errorf("GetItem on a table its role does not read: %v", err)
 	}
 }
