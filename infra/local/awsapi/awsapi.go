@@ -220,13 +220,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // operation is what a request calls: the service (its signing name, ""
-// for one this endpoint does not serve), the operation's name as IAM
-// spells it and, for JSON protocols, the X-Amz-Target prefix.
+// for one this endpoint does not serve) and the operation, named as IAM
+// names its action where the endpoint serves it.
 type operation struct {
 	service string
-	name    string // e.g. "dynamodb:PutItem", "DynamoDBStreams_20120810.GetRecords"
+	name    string // "dynamodb:PutItem"; an unserved call's X-Amz-Target or method and path
 	op      string // the bare operation: PutItem
-	streams bool
 	rest    bool   // a REST-JSON call (Lambda)
 	target  string // the function a Lambda call names
 }
@@ -235,10 +234,9 @@ func operationOf(r *http.Request) operation {
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		prefix, op, _ := strings.Cut(target, ".")
 		switch prefix {
-		case "DynamoDB_20120810":
+		case "DynamoDB_20120810", "DynamoDBStreams_20120810":
+			// Both sign as dynamodb, and IAM names both's actions so.
 			return operation{service: "dynamodb", name: "dynamodb:" + op, op: op}
-		case "DynamoDBStreams_20120810":
-			return operation{service: "dynamodb", name: "dynamodb:" + op, op: op, streams: true}
 		case "secretsmanager":
 			return operation{service: "secretsmanager", name: "secretsmanager:" + op, op: op}
 		case "Firehose_20150804":
