@@ -1,11 +1,13 @@
 package analytics
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/firehose"
@@ -77,6 +79,27 @@ func FirehoseRecord(e Event) ([]byte, error) {
 		return nil, fmt.Errorf("analytics: encode event %s: %w", e.EventID, err)
 	}
 	return append(b, '\n'), nil
+}
+
+// EventsOfRecord reads back the events of a record Send packed, as the
+// delivery stream's deaggregation splits them: the local stack's AWS
+// endpoint hands what functions put to Firehose to a LocalSink this way.
+func EventsOfRecord(data []byte) ([]Event, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var out []Event
+	for dec.More() {
+		var r firehoseRecord
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("analytics: read event %d of a record: %w", len(out), err)
+		}
+		r.Event.OccurredAt = time.UnixMilli(r.OccurredAt).UTC()
+		out = append(out, r.Event)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("analytics: a record with no events")
+	}
+	return out, nil
 }
 
 // packedRecord is one Firehose record and the indexes of the events it

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/firehose"
+	fhtypes "github.com/aws/aws-sdk-go-v2/service/firehose/types"
 	"github.com/aws/smithy-go"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -99,6 +102,44 @@ func TestFirehoseRecordShape(t *testing.T) {
 	if rec["game_id"] != nil || rec["activity_type"] != "MATCH_WON" {
 		t.Fatalf("optional fields: %s", data)
 	}
+}
+
+// What the sink packs into records reads back as the events sent, in
+// order: the local stack delivers Firehose records to its LocalSink so.
+func TestFirehoseRecordsReadBackAsTheEventsPacked(t *testing.T) {
+	t.Parallel()
+	events := sample(1200, 3, time.Date(year, 3, 10, 0, 0, 0, 0, time.UTC))
+	hose := &rawFirehose{}
+	if _, err := (&analytics.FirehoseSink{Client: hose, Stream: "rally-events"}).Send(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	var got []analytics.Event
+	for _, data := range hose.records {
+		evs, err := analytics.EventsOfRecord(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, evs...)
+	}
+	if len(hose.records) < 2 {
+		t.Fatalf("%d events packed into %d records; the test needs several", len(events), len(hose.records))
+	}
+	equal(t, "events read back", got, events)
+	if _, err := analytics.EventsOfRecord([]byte(`{"event_id":"e1","bogus":1}`)); err == nil {
+		t.Error("a record with a field no event has was read")
+	}
+}
+
+// rawFirehose keeps each record's data as it was put.
+type rawFirehose struct{ records [][]byte }
+
+func (f *rawFirehose) PutRecordBatch(_ context.Context, in *firehose.PutRecordBatchInput, _ ...func(*firehose.Options)) (*firehose.PutRecordBatchOutput, error) {
+	out := &firehose.PutRecordBatchOutput{}
+	for _, r := range in.Records {
+		f.records = append(f.records, r.Data)
+		out.RequestResponses = append(out.RequestResponses, fhtypes.PutRecordBatchResponseEntry{RecordId: aws.String("r")})
+	}
+	return out, nil
 }
 
 // withinLimits fails unless every call and record the sink made keeps to

@@ -1,16 +1,13 @@
 package authorizer
 
 import (
-	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,10 +36,9 @@ const UserARN = "arn:aws:iam::" + AccountID + ":user/rallylocal"
 // a role session's minted by AssumeRole (with its session token). Each is
 // described to the function as API Gateway describes it.
 type IAM struct {
-	mu     sync.Mutex
-	keys   map[string]identity // access key id → who holds it
-	now    func() time.Time
-	signer *v4.Signer
+	mu   sync.Mutex
+	keys map[string]identity // access key id → who holds it
+	now  func() time.Time
 }
 
 // identity is what one access key signs as.
@@ -66,8 +62,7 @@ func NewIAM(accessKeyID, secret string) *IAM {
 			UserARN:   UserARN,
 			UserID:    "AIDALOCALRALLYUSER01",
 		}}},
-		now:    time.Now,
-		signer: v4.NewSigner(),
+		now: time.Now,
 	}
 }
 
@@ -141,120 +136,41 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Authorize verifies the SigV4 signature by recomputing it with the SDK's
-// signer over the headers the client signed, the query string and the body.
+// Authorize verifies the SigV4 signature (see Verifier), scoped to
+// execute-api in us-east-1, and describes its signer as API Gateway does.
 func (a *IAM) Authorize(r *http.Request, body []byte) (*Description, error) {
-	authz := r.Header.Get("Authorization")
-	if authz == "" {
-		return nil, forbidden("missing Authentication Token: sign the request with SigV4 (service execute-api, region us-east-1)")
+	var who identity
+	v := Verifier{
+		Key: func(accessKey string) (SigningKey, bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			var known bool
+			who, known = a.keys[accessKey]
+			return SigningKey{Secret: who.secret, Token: who.token, Expires: who.expires}, known
+		},
+		Scope: func(region, service string) error {
+			if service != Service || region != Region {
+				return fmt.Errorf("credential should be scoped to %s/%s, not %s/%s", Region, Service, region, service)
+			}
+			return nil
+		},
+		Now: a.now,
 	}
-	const algorithm = "AWS4-HMAC-SHA256 "
-	if !strings.HasPrefix(authz, algorithm) {
-		return nil, forbidden("the Authorization header is not a SigV4 signature (AWS4-HMAC-SHA256); service routes use IAM authorization, not tokens")
-	}
-	fields := map[string]string{}
-	for _, part := range strings.Split(authz[len(algorithm):], ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok {
-			fields[k] = v
+	if _, err := v.Verify(r, body); err != nil {
+		var refused *SignatureError
+		errors.As(err, &refused)
+		switch refused.Code {
+		case "MissingAuthenticationTokenException":
+			return nil, forbidden("missing Authentication Token: sign the request with SigV4 (service execute-api, region us-east-1)")
+		case "IncompleteSignatureException":
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
+				return nil, forbidden("the Authorization header is not a SigV4 signature (AWS4-HMAC-SHA256); service routes use IAM authorization, not tokens")
+			}
 		}
-	}
-	cred, signedHeaders, signature := fields["Credential"], fields["SignedHeaders"], fields["Signature"]
-	if cred == "" || signedHeaders == "" || signature == "" {
-		return nil, forbidden("the Authorization header needs Credential, SignedHeaders and Signature")
-	}
-	scope := strings.Split(cred, "/")
-	if len(scope) != 5 || scope[4] != "aws4_request" {
-		return nil, forbidden("malformed Credential " + cred)
-	}
-	accessKey, day, region, service := scope[0], scope[1], scope[2], scope[3]
-	a.mu.Lock()
-	who, known := a.keys[accessKey]
-	a.mu.Unlock()
-	if !known {
-		return nil, forbidden("the security token included in the request is invalid (unknown access key " + accessKey + ")")
-	}
-	token := r.Header.Get("X-Amz-Security-Token")
-	switch {
-	case who.token == "" && token != "":
-		return nil, forbidden("the security token included in the request is invalid (the local user has no session tokens)")
-	case who.token != "" && !hmac.Equal([]byte(token), []byte(who.token)):
-		return nil, forbidden("the security token included in the request is invalid")
-	case who.token != "" && !a.now().Before(who.expires):
-		return nil, forbidden("the security token included in the request is expired")
-	}
-	secret := who.secret
-	if service != Service || region != Region {
-		return nil, forbidden(fmt.Sprintf("credential should be scoped to %s/%s, not %s/%s", Region, Service, region, service))
-	}
-	signedAt, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
-	if err != nil {
-		return nil, forbidden("the X-Amz-Date header is missing or not in the form 20060102T150405Z")
-	}
-	if now := a.now(); signedAt.Before(now.Add(-MaxSkew)) || signedAt.After(now.Add(MaxSkew)) {
-		return nil, forbidden(fmt.Sprintf("signature expired: %s is more than %s from now (%s)",
-			signedAt.Format(time.RFC3339), MaxSkew, now.UTC().Format(time.RFC3339)))
-	}
-	if day != signedAt.Format("20060102") {
-		return nil, forbidden("the Credential date does not match X-Amz-Date")
-	}
-	names := strings.Split(signedHeaders, ";")
-	if !slices.Contains(names, "host") {
-		return nil, forbidden("the host header must be signed")
-	}
-
-	want, err := a.recompute(r, body, names, aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secret}, signedAt)
-	if err != nil {
-		return nil, forbidden("cannot verify the signature: " + err.Error())
-	}
-	if want.signedHeaders != signedHeaders {
-		return nil, forbidden(fmt.Sprintf("signed headers %q cannot be verified (expected %q)", signedHeaders, want.signedHeaders))
-	}
-	if !hmac.Equal([]byte(want.signature), []byte(signature)) {
-		return nil, forbidden("the request signature we calculated does not match the signature you provided; check your secret access key and signing method")
+		return nil, forbidden(refused.Reason)
 	}
 	desc := who.desc
 	return &Description{IAM: &desc}, nil
-}
-
-type sigv4 struct{ signedHeaders, signature string }
-
-// recompute signs a copy of the request that holds exactly the headers the
-// client signed, so the SDK signer covers the same set.
-func (a *IAM) recompute(r *http.Request, body []byte, names []string, creds aws.Credentials, at time.Time) (sigv4, error) {
-	u := &url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	c, err := http.NewRequestWithContext(context.Background(), r.Method, u.String(), nil)
-	if err != nil {
-		return sigv4{}, err
-	}
-	c.URL = u
-	c.Host = r.Host
-	for _, n := range names {
-		switch n {
-		case "host":
-		case "content-length":
-			c.ContentLength = int64(len(body))
-		default:
-			for _, v := range r.Header.Values(n) {
-				c.Header.Add(n, v)
-			}
-		}
-	}
-	sum := sha256.Sum256(body)
-	if err := a.signer.SignHTTP(context.Background(), creds, c, hex.EncodeToString(sum[:]), Service, Region, at); err != nil {
-		return sigv4{}, err
-	}
-	var out sigv4
-	for _, part := range strings.Split(strings.TrimPrefix(c.Header.Get("Authorization"), "AWS4-HMAC-SHA256 "), ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "SignedHeaders":
-			out.signedHeaders = v
-		case "Signature":
-			out.signature = v
-		}
-	}
-	return out, nil
 }
 
 func forbidden(reason string) *Denied { return &Denied{Kind: ErrForbidden, Reason: reason} }

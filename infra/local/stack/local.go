@@ -363,30 +363,3 @@ func (l localInvoker) Invoke(ctx context.Context, function string, ev events.Dyn
 	}
 	return p.Invoke(ctx, ev.Records)
 }
-
-// invokeAPI serves Lambda's Invoke API (RequestResponse) for the stream
-// processors, under their declared names: functions that invoke others (a
-// redrive) reach them here through the AWS SDK, as they reach Lambda in
-// AWS. A handler's error is a function error, as Lambda reports it.
-func (s *Stack) invokeAPI(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	p, err := s.poller(name)
-	if err != nil {
-		w.Header().Set("X-Amzn-ErrorType", "ResourceNotFoundException")
-		_ = writeJSON(w, http.StatusNotFound, map[string]string{"Type": "User", "message": "Function not found: " + name})
-		return
-	}
-	var ev events.DynamoDBEvent
-	if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
-		w.Header().Set("X-Amzn-ErrorType", "InvalidRequestContentException")
-		_ = writeJSON(w, http.StatusBadRequest, map[string]string{"Type": "User", "message": err.Error()})
-		return
-	}
-	resp, err := p.Invoke(r.Context(), ev.Records)
-	if err != nil {
-		w.Header().Set("X-Amz-Function-Error", "Unhandled")
-		_ = writeJSON(w, http.StatusOK, map[string]string{"errorMessage": err.Error(), "errorType": "error"})
-		return
-	}
-	_ = writeJSON(w, http.StatusOK, resp)
-}

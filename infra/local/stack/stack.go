@@ -34,6 +34,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/docs"
+	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
@@ -146,6 +147,15 @@ type Options struct {
 	// so each one's calls are its own (infra/local/access proves the
 	// grants with it). By default every feature is bound once.
 	Isolate bool
+	// AWSEndpoint starts the local AWS endpoint (AWS()) that function
+	// binaries reach through AWS_ENDPOINT_URL, each with the credentials
+	// AddCaller gives it: DynamoDB and its streams (checked against the
+	// function's role, then DynamoDB Local), the cursor secret
+	// (CursorSecretARN), the analytics delivery stream (AnalyticsStream,
+	// into the local analytics export) and Lambda Invoke of the
+	// processors. The local credentials (AccessKeyID) call it unchecked.
+	// The in-process handlers do not use it.
+	AWSEndpoint bool
 }
 
 // Stack is a running local stack.
@@ -176,6 +186,7 @@ type Stack struct {
 	unbound   []string
 	server    *http.Server
 	listeners []net.Listener
+	aws       *awsapi.Server
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -286,6 +297,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	if opts.AWSEndpoint {
+		if err := s.startAWS(); err != nil {
+			return nil, err
+		}
+	}
+
 	// The API reference reads swagger-ui-dist from node_modules; without
 	// it the API still runs and /docs says how to install it.
 	if s.docs, err = docs.New(""); err != nil {
@@ -296,7 +313,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	mux.Handle("/openapi.json", s.cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.Handle("/docs", s.docs)
 	mux.Handle("/docs/", s.docs)
-	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", s.invokeAPI)
+	// The stack serves Lambda's Invoke API for the in-process functions
+	// that invoke others (a redrive), under the processors' declared
+	// names; a payload that is no DynamoDB event is a function error, as
+	// Lambda reports it.
+	mux.Handle("POST /2015-03-31/functions/{name}/invocations", awsapi.InvokeHandler(s.invoke))
 	mux.Handle("/", gw)
 	s.server = &http.Server{Handler: gateway.Logged(s.log, mux), ReadHeaderTimeout: 10 * time.Second}
 	for _, l := range s.listeners {
@@ -540,6 +561,11 @@ func (s *Stack) Bound() *app.Bound { return s.bound }
 // indexes by action, streams, invocations, Redis.
 func (s *Stack) Access() *access.Recorder { return s.access }
 
+// AWS is the local AWS endpoint, nil unless Options.AWSEndpoint: give each
+// function binary its credentials with AddCaller and its URL as
+// AWS_ENDPOINT_URL.
+func (s *Stack) AWS() *awsapi.Server { return s.aws }
+
 // DB is a DynamoDB client for the stack's tables.
 func (s *Stack) DB() *dynamodb.Client { return s.db }
 
@@ -675,6 +701,8 @@ type Info struct {
 	// drawn (swagger-ui-dist not installed), nil when it can.
 	Docs        string
 	DocsMissing error
+	// AWSEndpoint is the local AWS endpoint's URL, "" when not started.
+	AWSEndpoint string
 }
 
 // Info reports what runs where.
@@ -687,6 +715,9 @@ func (s *Stack) Info() Info {
 		if s.opts.Persist {
 			i.Persisted = filepath.Join(s.stateDir, "dynamodb")
 		}
+	}
+	if s.aws != nil {
+		i.AWSEndpoint = s.aws.URL()
 	}
 	i.RedisKind = "redis at REDIS_URL"
 	if s.mini != nil {
@@ -724,6 +755,11 @@ func (s *Stack) Close() error {
 		} else {
 			for _, l := range s.listeners {
 				_ = l.Close()
+			}
+		}
+		if s.aws != nil {
+			if err := s.aws.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("stack: stop the AWS endpoint: %w", err))
 			}
 		}
 		if s.cancel != nil {

@@ -1,0 +1,215 @@
+package awsapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// TableARN is the ARN a policy names table by (its physical name).
+func TableARN(table string) string {
+	return "arn:aws:dynamodb:" + Region + ":" + AccountID + ":table/" + table
+}
+
+// dynamoCall is what a DynamoDB or DynamoDB Streams request names that
+// the policy check needs.
+type dynamoCall struct {
+	TableName     string
+	IndexName     string
+	RequestItems  map[string]json.RawMessage
+	TransactItems []map[string]struct{ TableName string }
+	StreamArn     string
+	ShardIterator string
+	ResourceArn   string
+}
+
+// transactActions are the actions a transaction's items need, by the
+// item's kind.
+var transactActions = map[string]string{
+	"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem",
+}
+
+// dynamoDB checks a DynamoDB or DynamoDB Streams call and forwards it to
+// DynamoDB Local.
+func (c *call) dynamoDB() {
+	var in dynamoCall
+	if !c.decode(&in) {
+		return
+	}
+	if !c.allowed(c.dynamoNeeds(in)...) {
+		return
+	}
+	c.forwardDynamoDB()
+}
+
+// dynamoNeeds lists every action and resource the call touches, as IAM
+// authorizes it: a table or index ARN, each table of a batch, each item of
+// a transaction by its own action, a stream's ARN.
+func (c *call) dynamoNeeds(in dynamoCall) []need {
+	action := "dynamodb:" + c.op.op
+	switch c.op.op {
+	case "BatchGetItem", "BatchWriteItem":
+		tables := make([]string, 0, len(in.RequestItems))
+		for t := range in.RequestItems {
+			tables = append(tables, t)
+		}
+		sort.Strings(tables)
+		out := make([]need, 0, len(tables))
+		for _, t := range tables {
+			out = append(out, need{action, tableARN(t)})
+		}
+		return out
+	case "TransactWriteItems", "TransactGetItems":
+		var out []need
+		for _, item := range in.TransactItems {
+			for kind, part := range item {
+				if a, ok := transactActions[kind]; ok {
+					out = append(out, need{"dynamodb:" + a, tableARN(part.TableName)})
+				}
+			}
+		}
+		return out
+	case "ListTables", "ListStreams", "DescribeLimits", "DescribeEndpoints", "ListBackups", "ListGlobalTables":
+		return []need{{action, "*"}}
+	case "DescribeStream", "GetShardIterator":
+		return []need{{action, streamARN(in.StreamArn)}}
+	case "GetRecords":
+		return []need{{action, c.iteratorStream(in.ShardIterator)}}
+	}
+	switch {
+	case in.TableName != "" && in.IndexName != "":
+		return []need{{action, tableARN(in.TableName) + "/index/" + in.IndexName}}
+	case in.TableName != "":
+		return []need{{action, tableARN(in.TableName)}}
+	case in.ResourceArn != "":
+		return []need{{action, in.ResourceArn}}
+	}
+	return []need{{action, "*"}}
+}
+
+// tableARN is the ARN of a table named by name or by ARN.
+func tableARN(table string) string {
+	if strings.HasPrefix(table, "arn:") {
+		return table
+	}
+	return TableARN(table)
+}
+
+// streamARN is a stream's ARN as a policy names it: DynamoDB Local's own
+// stream ARNs carry its region ("ddblocal"), a policy the local one.
+func streamARN(arn string) string {
+	if _, rest, ok := strings.Cut(arn, ":table/"); ok {
+		return "arn:aws:dynamodb:" + Region + ":" + AccountID + ":table/" + rest
+	}
+	return arn
+}
+
+// iterator is the stream a shard iterator reads, until it expires (15
+// minutes after it was issued, as in DynamoDB Streams).
+type iterator struct {
+	stream  string
+	expires time.Time
+}
+
+const iteratorLife = 15 * time.Minute
+
+// iteratorStream is the stream ARN a shard iterator reads, "*" for an
+// iterator this endpoint never issued (no grant on a stream allows it).
+func (c *call) iteratorStream(it string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i, ok := c.iterators[it]; ok && time.Now().Before(i.expires) {
+		return i.stream
+	}
+	return "*"
+}
+
+// remember notes which stream the iterators a response hands out read.
+func (s *Server) remember(stream string, iterators ...string) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.pruned) > time.Minute {
+		for it, i := range s.iterators {
+			if now.After(i.expires) {
+				delete(s.iterators, it)
+			}
+		}
+		s.pruned = now
+	}
+	for _, it := range iterators {
+		if it != "" {
+			s.iterators[it] = iterator{stream: stream, expires: now.Add(iteratorLife)}
+		}
+	}
+}
+
+// forwardDynamoDB sends the call to DynamoDB Local, signed with its
+// credentials, and relays the answer unchanged (its CRC32 header
+// included). Shard iterators the answer hands out are remembered with the
+// stream they read.
+func (c *call) forwardDynamoDB() {
+	ctx := c.r.Context()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.opts.DynamoDB, "/")+"/", bytes.NewReader(c.body))
+	if err != nil {
+		c.fail(http.StatusInternalServerError, "InternalServerError", err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", c.r.Header.Get("Content-Type"))
+	req.Header.Set("X-Amz-Target", c.r.Header.Get("X-Amz-Target"))
+	// Relay the bytes DynamoDB Local sends, which its CRC32 covers.
+	req.Header.Set("Accept-Encoding", "identity")
+	sum := sha256.Sum256(c.body)
+	if err := v4.NewSigner().SignHTTP(ctx, c.opts.DynamoDBCredentials, req, hex.EncodeToString(sum[:]), "dynamodb", Region, time.Now()); err != nil {
+		c.fail(http.StatusInternalServerError, "InternalServerError", "sign the call to DynamoDB Local: "+err.Error())
+		return
+	}
+	resp, err := c.forward.Do(req)
+	if err != nil {
+		c.fail(http.StatusServiceUnavailable, "ServiceUnavailable", "DynamoDB Local: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.fail(http.StatusServiceUnavailable, "ServiceUnavailable", "DynamoDB Local: "+err.Error())
+		return
+	}
+	if resp.StatusCode == http.StatusOK {
+		c.rememberIterators(out)
+	}
+	for _, h := range []string{"Content-Type", "X-Amz-Crc32", "X-Amzn-Requestid"} {
+		if v := resp.Header.Get(h); v != "" {
+			c.w.Header().Set(h, v)
+		}
+	}
+	c.w.WriteHeader(resp.StatusCode)
+	_, _ = c.w.Write(out)
+}
+
+func (c *call) rememberIterators(out []byte) {
+	switch c.op.op {
+	case "GetShardIterator":
+		var in struct{ StreamArn string }
+		var res struct{ ShardIterator string }
+		if json.Unmarshal(c.body, &in) == nil && json.Unmarshal(out, &res) == nil {
+			c.remember(streamARN(in.StreamArn), res.ShardIterator)
+		}
+	case "GetRecords":
+		var in struct{ ShardIterator string }
+		var res struct{ NextShardIterator string }
+		if json.Unmarshal(c.body, &in) == nil && json.Unmarshal(out, &res) == nil {
+			if stream := c.iteratorStream(in.ShardIterator); stream != "*" {
+				c.remember(stream, res.NextShardIterator)
+			}
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/rallyhq/rally/infra/local/awsapi"
+	"github.com/rallyhq/rally/shared/analytics"
+)
+
+// The local AWS endpoint's resources: the secret holding the cursor key
+// (RALLY_SECRET_ARN) and the analytics delivery stream
+// (RALLY_FIREHOSE_STREAM) a function binary is given.
+var (
+	CursorSecretARN = awsapi.SecretARN("rally-local-cursor")
+	AnalyticsStream = "rally-local-analytics"
+)
+
+// errorsPrefix is where the delivery stream writes records it cannot
+// convert (infra/stack ErrorsPrefix).
+const errorsPrefix = "errors/"
+
+// startAWS starts the local AWS endpoint in front of the stack's DynamoDB,
+// cursor key, analytics export and processors.
+func (s *Stack) startAWS() error {
+	srv, err := awsapi.New(awsapi.Options{
+		DynamoDB: s.ddbURL,
+		Admin:    aws.Credentials{AccessKeyID: s.opts.AccessKeyID, SecretAccessKey: s.opts.SecretAccessKey},
+		Secrets:  map[string]awsapi.Secret{CursorSecretARN: {Current: s.deps.Config.CursorKey}},
+		Firehose: &deliveryStream{dir: s.deps.Config.AnalyticsDir},
+		Invoke:   s.invoke,
+		Log:      s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	s.aws = srv
+	return nil
+}
+
+// invoke runs the stream processor function with payload, a DynamoDB
+// event, as Lambda Invoke does: its response, or its error as the
+// function's.
+func (s *Stack) invoke(ctx context.Context, function string, payload []byte) ([]byte, error) {
+	p, err := s.poller(function)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", awsapi.ErrNotFound, function)
+	}
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, fmt.Errorf("the payload is not a DynamoDB event: %w", err)
+	}
+	resp, err := p.Invoke(ctx, ev.Records)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resp)
+}
+
+// deliveryStream is the analytics delivery stream: it splits each record
+// into its events and writes them to the local export as the delivery
+// stream writes them to S3; a record it cannot read goes under errors/,
+// as format-conversion failures do in AWS.
+type deliveryStream struct{ dir string }
+
+func (d *deliveryStream) PutRecords(ctx context.Context, stream string, records [][]byte) ([]bool, error) {
+	if stream != AnalyticsStream {
+		return nil, fmt.Errorf("%w: the local delivery stream is %s", awsapi.ErrNotFound, AnalyticsStream)
+	}
+	if d.dir == "" {
+		return nil, errors.New("the local stack writes no analytics export")
+	}
+	var (
+		evs   []analytics.Event
+		owner []int // the record each event came in
+	)
+	failed := make([]bool, len(records))
+	for i, r := range records {
+		got, err := analytics.EventsOfRecord(r)
+		if err != nil {
+			if err := d.unconverted(r, err); err != nil {
+				failed[i] = true
+			}
+			continue
+		}
+		for range got {
+			owner = append(owner, i)
+		}
+		evs = append(evs, got...)
+	}
+	if len(evs) == 0 {
+		return failed, nil
+	}
+	sent, err := (&analytics.LocalSink{Dir: d.dir}).Send(ctx, evs)
+	if err != nil && sent == nil {
+		return nil, err
+	}
+	for j, f := range sent {
+		if f {
+			failed[owner[j]] = true
+		}
+	}
+	return failed, nil
+}
+
+// unconverted keeps a record the delivery stream could not convert, with
+// the reason, under errors/format-conversion-failed/dt=DAY/.
+func (d *deliveryStream) unconverted(record []byte, reason error) error {
+	now := time.Now().UTC()
+	dir := filepath.Join(d.dir, errorsPrefix+"format-conversion-failed", "dt="+now.Format("2006-01-02"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	line, err := json.Marshal(map[string]any{"rawData": record, "errorCode": "DataFormatConversion.MalformedData", "errorMessage": reason.Error()})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%s.json", now.UnixNano(), hex.EncodeToString(suffix))), append(line, '\n'), 0o644)
+}
