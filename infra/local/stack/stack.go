@@ -33,8 +33,8 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
-	"github.com/rallyhq/rally/infra/local/docs"
 	"github.com/rallyhq/rally/infra/local/awsapi"
+	"github.com/rallyhq/rally/infra/local/docs"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
