@@ -33,6 +33,7 @@ func (s *Stack) localAPI() http.Handler {
 	}
 	table := map[string][]endpoint{
 		"/_local/health":                           {{"GET", s.health}},
+		"/_local/endpoints":                        {{"GET", s.endpoints}},
 		"/_local/token":                            {{"POST", s.token}},
 		"/_local/assume-role":                      {{"POST", s.assumeRole}},
 		"/_local/.well-known/jwks.json":            {{"GET", s.jwks}},
@@ -66,6 +67,12 @@ func (s *Stack) localAPI() http.Handler {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		gateway.Problem(w, errs.New(errs.NotFound, "%s does not answer %s (use %s)", r.URL.Path, r.Method, strings.Join(allowed, ", ")))
 	})
+}
+
+// endpoints tells a function's binary run beside the stack where its AWS
+// endpoints and Redis are (what <state>/endpoints.json holds).
+func (s *Stack) endpoints(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.Endpoints())
 }
 
 // loopbackHost reports whether a request's Host header names this machine

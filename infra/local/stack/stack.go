@@ -33,6 +33,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
+	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
@@ -270,7 +271,25 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, l := range s.listeners {
 		s.wg.Go(func() { _ = s.server.Serve(l) })
 	}
+	if err := s.Endpoints().Write(s.stateDir); err != nil {
+		return nil, fmt.Errorf("stack: write %s: %w", binaries.EndpointsFile, err)
+	}
 	return s, nil
+}
+
+// Endpoints is what the stack offers a function's binary run beside it
+// (`make invoke`): it is written to <state>/endpoints.json while the stack
+// runs and served at GET /_local/endpoints.
+func (s *Stack) Endpoints() binaries.Stack {
+	analytics, _ := filepath.Abs(filepath.Join(s.stateDir, "analytics"))
+	roles := s.opts.ServiceRoles
+	if roles == nil {
+		roles = DefaultServiceRoles
+	}
+	return binaries.Stack{
+		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics,
+		Region: Region, AccountID: authorizer.AccountID, ServiceRoles: roles, PID: os.Getpid(),
+	}
 }
 
 func envOr(name, def string) string {
@@ -700,6 +719,10 @@ func (s *Stack) Close() error {
 			if err := s.ddbLocal.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// The endpoints file names this stack only while it runs.
+		if st, err := binaries.ReadStack(s.stateDir); err == nil && st.URL == s.url && st.PID == os.Getpid() {
+			_ = os.Remove(filepath.Join(s.stateDir, binaries.EndpointsFile))
 		}
 		s.closeErr = errors.Join(errs...)
 	})

@@ -26,6 +26,10 @@ func Template(root, stage string) (raw []byte, err error) {
 			err = fmt.Errorf("synth: %v", r)
 		}
 	}()
+	if os.Getenv("JSII_DEPRECATED") == "" {
+		// aws-cdk-lib's own deprecation warnings say nothing about Rally.
+		_ = os.Setenv("JSII_DEPRECATED", "quiet")
+	}
 	tmp, err := os.MkdirTemp("", "rally-synth")
 	if err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
