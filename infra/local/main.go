@@ -12,12 +12,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/template/synth"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -26,31 +31,62 @@ func main() {
 	persist := flag.Bool("persist", false, "keep DynamoDB Local's data in .local/dynamodb across restarts")
 	endpoint := flag.String("dynamodb-endpoint", "", "use this running DynamoDB instead of starting DynamoDB Local")
 	stateDir := flag.String("state", ".local", "directory for the DLQ, analytics output and persisted data")
+	bins := flag.Bool("binaries", false, "serve every route and processor through its real binary (built for the host, environment from the template), on the real clock")
+	stage := flag.String("stage", "dev", "with -binaries: the stage of the template (cdk.out/Rally-<stage>.template.json)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stopWithParent()
 	started := time.Now()
-	s, err := stack.Start(ctx, stack.Options{
+	opts := stack.Options{
 		Port:             *port,
 		Persist:          *persist,
 		DynamoDBEndpoint: *endpoint,
 		RedisURL:         os.Getenv("REDIS_URL"),
 		StateDir:         *stateDir,
-	})
+	}
+	var err error
+	if *bins {
+		opts.Binaries, err = prepareBinaries(ctx, *stage, *stateDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rally:", err)
+			os.Exit(1)
+		}
+	}
+	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
 	}
 	banner(os.Stdout, s, time.Since(started))
 	<-ctx.Done()
+	if *bins {
+		jsii.Close()
+	}
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
 	if err := s.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", err)
 		os.Exit(1)
 	}
+}
+
+// prepareBinaries reads (or synthesizes) the template and builds every
+// function for the host into <state>/bin, in one go build.
+func prepareBinaries(ctx context.Context, stage, stateDir string) (*stack.Binaries, error) {
+	tpl, err := synth.Load(".", stage, stateDir, os.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	fmt.Printf("rally: building %d functions for the host into %s/bin\n", len(routes.Functions()), stateDir)
+	built, err := binaries.Build(ctx, ".", filepath.Join(stateDir, "bin"), routes.Functions()...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("rally: built them in %.1fs\n", time.Since(began).Seconds())
+	return &stack.Binaries{Template: tpl, Built: built}, nil
 }
 
 func explain(err error) string {
@@ -80,6 +116,17 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration) {
 	fmt.Fprintf(w, "  processors   %s (stream pollers; parked batches in the DeadLetters table)\n", strings.Join(info.Processors, ", "))
 	fmt.Fprintf(w, "  analytics    %s/analytics/\n", info.StateDir)
 	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
+	if len(info.Inits) > 0 {
+		fmt.Fprintf(w, "  binaries     every function runs its real binary, one warm instance each, on the real clock (/_local/clock cannot move it); init ms:\n")
+		var line []string
+		for i, in := range info.Inits {
+			line = append(line, fmt.Sprintf("%s %d", in.Function, in.Took.Milliseconds()))
+			if len(line) == 4 || i == len(info.Inits)-1 {
+				fmt.Fprintf(w, "               %s\n", strings.Join(line, ", "))
+				line = nil
+			}
+		}
+	}
 	if len(info.Unbound) > 0 {
 		fmt.Fprintf(w, "  not bound    %s (answer 500 until shared/app binds them)\n", strings.Join(info.Unbound, ", "))
 	}

@@ -13,10 +13,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
@@ -71,7 +69,7 @@ func run(ctx context.Context, fn, eventPath, stage, stateDir string) int {
 	if err := alive(ctx, local.URL); err != nil {
 		return fail(fmt.Errorf("the local stack of %s/%s does not answer at %s (%v): start it with `make dev`", stateDir, binaries.EndpointsFile, local.URL, err))
 	}
-	tpl, err := loadTemplate(stage, stateDir)
+	tpl, err := synth.Load(".", stage, stateDir, os.Stderr)
 	if err != nil {
 		return fail(err)
 	}
@@ -127,59 +125,4 @@ func alive(ctx context.Context, url string) error {
 	}
 	resp.Body.Close()
 	return nil
-}
-
-// stackSources are what the template is synthesized from: a template
-// older than any of them may be stale.
-var stackSources = []string{"infra/stack", "infra/main.go", "shared/routes", "shared/schema", "cdk.json"}
-
-// loadTemplate reads cdk.out/Rally-<stage>.template.json when it is newer
-// than the stack code; otherwise it synthesizes the stack in process into
-// <state>/synth (reused while it is newer than the code), and says so.
-func loadTemplate(stage, stateDir string) (*template.Template, error) {
-	name := "Rally-" + stage + ".template.json"
-	code, err := newest(stackSources)
-	if err != nil {
-		return nil, err
-	}
-	for _, dir := range []string{"cdk.out", filepath.Join(stateDir, "synth")} {
-		path := filepath.Join(dir, name)
-		if st, err := os.Stat(path); err == nil && st.ModTime().After(code) {
-			fmt.Fprintf(os.Stderr, "rally invoke: environment and role from %s\n", path)
-			return template.Read(path)
-		}
-	}
-	out := filepath.Join(stateDir, "synth", name)
-	fmt.Fprintf(os.Stderr, "rally invoke: cdk.out/%s is missing or older than the stack code; synthesizing Rally-%s in process into %s (about a minute)\n", name, stage, out)
-	raw, err := synth.Template(".", stage)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(out, raw, 0o644); err != nil {
-		return nil, err
-	}
-	return template.Parse(raw)
-}
-
-// newest is the latest modification time of the files under paths.
-func newest(paths []string) (time.Time, error) {
-	var latest time.Time
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if info, err := d.Info(); err == nil && !d.IsDir() && info.ModTime().After(latest) {
-				latest = info.ModTime()
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return latest, err
-		}
-	}
-	return latest, nil
 }

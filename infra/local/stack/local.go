@@ -269,6 +269,9 @@ func (s *Stack) setClock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	switch {
+	case s.binaries != nil:
+		return errs.New(errs.Conflict, "the clock cannot be moved while the stack runs the functions' binaries (-binaries): "+
+			"they are separate processes on the real clock; restart without -binaries to move time")
 	case (req.Now == "") == (req.Advance == ""):
 		return errs.Field("body", `give exactly one of "now" (RFC 3339) or "advance" (a duration such as 24h)`)
 	case req.Now != "":

@@ -37,7 +37,9 @@ import (
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
+	"github.com/rallyhq/rally/infra/local/runtimeapi"
 	"github.com/rallyhq/rally/infra/local/tables"
+	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/app/all"
@@ -129,12 +131,27 @@ type Options struct {
 	// Log receives one JSON line per request and the handlers' logs
 	// (default stdout).
 	Log io.Writer
+	// Binaries, when set, serves every route, processor and consumer
+	// through its real binary (`make dev ARGS=-binaries`) instead of in
+	// process. The binaries run on the real clock: /_local/clock cannot
+	// reach another process.
+	Binaries *Binaries
 	// Isolate binds each function on its own over the one set of clients,
 	// as Lambda runs each function in its own process: no in-process
 	// cache (board definitions, hot boards) is shared between functions,
 	// so each one's calls are its own (infra/local/access proves the
 	// grants with it). By default every feature is bound once.
 	Isolate bool
+}
+
+// Binaries are the functions' real binaries and the template that says
+// how each one runs.
+type Binaries struct {
+	// Template is the synthesized stack's template.
+	Template *template.Template
+	// Built maps every function to its binary, built for the host
+	// (binaries.Build).
+	Built map[string]string
 }
 
 // Stack is a running local stack.
@@ -161,6 +178,8 @@ type Stack struct {
 	streams   streamread.Retained
 	pollers   []*poller.Poller
 	unbound   []string
+	binaries  *binaries.Set
+	inits     []binaries.Init
 	server    *http.Server
 	listeners []net.Listener
 
@@ -251,6 +270,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
 		return nil, fmt.Errorf("stack: bind handlers: %w", err)
+	}
+	if err := s.startBinaries(ctx); err != nil {
+		return nil, err
 	}
 	gw, err := s.gateway()
 	if err != nil {
@@ -385,7 +407,9 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 	var rs []gateway.Route
 	for _, r := range routes.All() {
 		gr := gateway.Route{Route: r}
-		if h, ok := s.opts.Handlers[r.Function]; ok {
+		if p, ok := s.pool(r.Function); ok {
+			gr.Handler = binaries.HTTP(p)
+		} else if h, ok := s.opts.Handlers[r.Function]; ok {
 			gr.Handler = h
 		} else if h, ok := s.boundFor(r.Function, r.Feature).HTTP(r); ok {
 			gr.Handler = h
@@ -426,11 +450,17 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	// What the on-failure destinations receive goes to the dlq-archiver,
 	// as the dead-letter queues deliver it in AWS.
 	archive, ok := s.boundFor(routes.DlqArchiver.Function, routes.DlqArchiver.Feature).Queue(routes.DlqArchiver)
+	if p, bin := s.pool(routes.DlqArchiver.Function); bin {
+		archive, ok = binaries.Queue(p), true
+	}
 	if !ok {
 		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
+		if p, bin := s.pool(proc.Function); bin {
+			h, ok = binaries.Stream(p), true
+		}
 		if !ok {
 			if h, ok = s.boundFor(proc.Function, proc.Feature).Stream(proc); !ok {
 				s.unbound = append(s.unbound, proc.Function)
@@ -457,6 +487,49 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startBinaries starts one instance of every function's binary, two at a
+// time, with the environment the template gives it, pointed at this stack.
+func (s *Stack) startBinaries(ctx context.Context) error {
+	b := s.opts.Binaries
+	if b == nil {
+		return nil
+	}
+	local := s.Endpoints()
+	fns, err := b.Template.Functions(local.Local())
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	if s.binaries, err = binaries.NewSet(binaries.Options{
+		Functions: fns, Binaries: b.Built, Endpoints: local.Endpoints(b.Template),
+		Region: Region, AccountID: authorizer.AccountID, Log: s.opts.Log,
+	}); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	s.inits = s.binaries.Start(ctx, 2)
+	var errs []error
+	for _, in := range s.inits {
+		if in.Err != nil {
+			errs = append(errs, in.Err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stack: start the binaries: %w", err)
+	}
+	return nil
+}
+
+// Binaries are the functions' running binaries; nil unless the stack
+// runs them (Options.Binaries).
+func (s *Stack) Binaries() *binaries.Set { return s.binaries }
+
+// pool is the binary serving fn, when the stack runs binaries.
+func (s *Stack) pool(fn string) (*runtimeapi.Pool, bool) {
+	if s.binaries == nil {
+		return nil, false
+	}
+	return s.binaries.Pool(fn)
 }
 
 // boundFor is what serves function fn: every feature bound once, or with
@@ -655,12 +728,14 @@ type Info struct {
 	Unbound     []string
 	StateDir    string
 	Routes      int
+	// Inits are the binaries' cold starts, when the stack runs them.
+	Inits []binaries.Init
 }
 
 // Info reports what runs where.
 func (s *Stack) Info() Info {
 	i := Info{URL: s.url, DynamoDBEndpoint: s.ddbURL, RedisURL: s.redisURL, StateDir: s.stateDir,
-		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes()}
+		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes(), Inits: s.inits}
 	if s.ddbLocal != nil {
 		i.DynamoDBPID = s.ddbLocal.PID()
 		if s.opts.Persist {
@@ -709,6 +784,9 @@ func (s *Stack) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
+		if s.binaries != nil {
+			_ = s.binaries.Close()
+		}
 		if s.deps != nil && s.deps.Redis != nil {
 			_ = s.deps.Redis.Close()
 		}

@@ -6,13 +6,18 @@ package synth
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/infra/stack"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -73,4 +78,60 @@ func cdkContext(root string) (map[string]any, error) {
 		return nil, fmt.Errorf("synth: cdk.json: %w", err)
 	}
 	return cfg.Context, nil
+}
+
+// stackSources are what the template is synthesized from: a template
+// older than any of them may be stale.
+var stackSources = []string{"infra/stack", "infra/main.go", "shared/routes", "shared/schema", "cdk.json"}
+
+// Load reads root/cdk.out/Rally-<stage>.template.json when it is newer
+// than the stack code; otherwise it synthesizes the stack in process into
+// <state>/synth (reused while it is newer than the code), and says so on
+// log.
+func Load(root, stage, stateDir string, log io.Writer) (*template.Template, error) {
+	name := "Rally-" + stage + ".template.json"
+	code, err := newest(root, stackSources)
+	if err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{filepath.Join(root, "cdk.out"), filepath.Join(stateDir, "synth")} {
+		path := filepath.Join(dir, name)
+		if st, err := os.Stat(path); err == nil && st.ModTime().After(code) {
+			fmt.Fprintf(log, "rally: functions' environment and roles from %s\n", path)
+			return template.Read(path)
+		}
+	}
+	out := filepath.Join(stateDir, "synth", name)
+	fmt.Fprintf(log, "rally: cdk.out/%s is missing or older than the stack code; synthesizing Rally-%s in process into %s (about a minute)\n", name, stage, out)
+	raw, err := Template(root, stage)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		return nil, err
+	}
+	return template.Parse(raw)
+}
+
+// newest is the latest modification time of the files under paths.
+func newest(root string, paths []string) (time.Time, error) {
+	var latest time.Time
+	for _, p := range paths {
+		err := filepath.WalkDir(filepath.Join(root, p), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if info, err := d.Info(); err == nil && !d.IsDir() && info.ModTime().After(latest) {
+				latest = info.ModTime()
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return latest, err
+		}
+	}
+	return latest, nil
 }
