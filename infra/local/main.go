@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/jsii-runtime-go"
-
 	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/stack"
@@ -61,9 +59,6 @@ func main() {
 	}
 	banner(os.Stdout, s, time.Since(started))
 	<-ctx.Done()
-	if *bins {
-		jsii.Close()
-	}
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
 	if err := s.Close(); err != nil {
