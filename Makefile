@@ -12,10 +12,14 @@ BUILD_DIR := build
 # again drop unused methods, which halves every function (see README).
 GOFLAGS_LAMBDA := -tags lambda.norpc,grpcnotrace -trimpath -ldflags "-s -w"
 
-.PHONY: dev test build synth deploy lint clean tools check-go check-node check-java sam-env
+.PHONY: dev invoke test build synth deploy lint clean tools check-go check-node check-java sam-env
 
-dev: tools check-java ## Run the local stack on http://localhost:3000
-	$(GO) run ./infra/local $(ARGS)
+dev: tools check-java ## Run the local stack on http://localhost:3000 (ARGS=-binaries: every function as its real binary)
+	JSII_DEPRECATED=quiet $(GO) run ./infra/local $(ARGS)
+
+invoke: tools ## Run FN's real binary against the running `make dev` stack: make invoke FN=favorite-game [EVENT=events/favorite-game.json]
+	@test -n "$(FN)" || { echo "rally: give the function: make invoke FN=<name> [EVENT=events/<file>] (functions: $(FUNCTIONS))" >&2; exit 1; }
+	JSII_DEPRECATED=quiet $(GO) run ./infra/local/invoke -fn $(FN) $(if $(EVENT),-event $(EVENT)) $(ARGS)
 
 test: tools check-java lint build ## Unit, integration and CDK tests, with the race detector
 	$(GO) test -race -count=1 -timeout 30m ./...

@@ -12,13 +12,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/template/synth"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -30,13 +33,15 @@ func main() {
 	corsOrigins := flag.String("cors-origins", strings.Join(gateway.DefaultCORSOrigins, ","),
 		"web origins browsers may call the API from, comma-separated: http://host:port, scheme://host:* for any port, * for any; empty for no CORS")
 	validate := flag.Bool("validate", true, "check every request against the OpenAPI document before its handler (a mismatch answers 400 and is logged); -validate=false leaves it to the handlers, as in AWS")
+	bins := flag.Bool("binaries", false, "serve every route and processor through its real binary (built for the host, environment from the template), on the real clock")
+	stage := flag.String("stage", "dev", "with -binaries: the stage of the template (cdk.out/Rally-<stage>.template.json)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stopWithParent()
 	started := time.Now()
-	s, err := stack.Start(ctx, stack.Options{
+	opts := stack.Options{
 		Port:                  *port,
 		Persist:               *persist,
 		DynamoDBEndpoint:      *endpoint,
@@ -44,7 +49,16 @@ func main() {
 		StateDir:              *stateDir,
 		CORSOrigins:           splitList(*corsOrigins),
 		SkipRequestValidation: !*validate,
-	})
+	}
+	var err error
+	if *bins {
+		opts.Binaries, err = prepareBinaries(ctx, *stage, *stateDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rally:", err)
+			os.Exit(1)
+		}
+	}
+	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
@@ -69,6 +83,23 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// prepareBinaries reads (or synthesizes) the template and builds every
+// function for the host into <state>/bin, in one go build.
+func prepareBinaries(ctx context.Context, stage, stateDir string) (*stack.Binaries, error) {
+	tpl, err := synth.Load(".", stage, stateDir, os.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	fmt.Printf("rally: building %d functions for the host into %s/bin\n", len(routes.Functions()), stateDir)
+	built, err := binaries.Build(ctx, ".", filepath.Join(stateDir, "bin"), routes.Functions()...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("rally: built them in %.1fs\n", time.Since(began).Seconds())
+	return &stack.Binaries{Template: tpl, Built: built}, nil
 }
 
 func explain(err error) string {
@@ -112,6 +143,17 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string,
 	}
 	fmt.Fprintf(w, "  CORS         web games from %s\n", corsOrigins)
 	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
+	if len(info.Inits) > 0 {
+		fmt.Fprintf(w, "  binaries     every function runs its real binary, one warm instance each, on the real clock (/_local/clock cannot move it); init ms:\n")
+		var line []string
+		for i, in := range info.Inits {
+			line = append(line, fmt.Sprintf("%s %d", in.Function, in.Took.Milliseconds()))
+			if len(line) == 4 || i == len(info.Inits)-1 {
+				fmt.Fprintf(w, "               %s\n", strings.Join(line, ", "))
+				line = nil
+			}
+		}
+	}
 	if len(info.Unbound) > 0 {
 		fmt.Fprintf(w, "  not bound    %s (answer 500 until shared/app binds them)\n", strings.Join(info.Unbound, ", "))
 	}

@@ -73,6 +73,10 @@ type spec struct {
 	description string
 	uses        routes.Uses
 	timeout     time.Duration
+	// sources are the tables whose streams it reads: it is told their
+	// names too, which is how it knows a record's table by its ARN (the
+	// analytics shipper, the dlq-archiver).
+	sources []schema.Table
 }
 
 // NewFunctions creates every function.
@@ -113,7 +117,7 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	}
 	// Consumers last: one that acts on the processors is told their names.
 	for _, c := range props.Consumers {
-		f.add(props, spec{name: c.Function, description: "queue consumer: " + c.Summary, uses: c.Uses, timeout: routes.ProcessorTimeout})
+		f.add(props, spec{name: c.Function, description: "queue consumer: " + c.Summary, uses: c.Uses, timeout: routes.ProcessorTimeout, sources: c.Uses.Streams})
 		f.consumers = append(f.consumers, c.Function)
 	}
 	f.link(props)
@@ -136,6 +140,9 @@ func processorSpecs(ps []routes.Processor) []spec {
 			order = append(order, p.Function)
 		}
 		s.uses = unionUses(s.uses, p.Uses)
+		if !slices.ContainsFunc(s.sources, func(t schema.Table) bool { return t.Name == p.Source.Name }) {
+			s.sources = append(s.sources, p.Source)
+		}
 		sources[p.Function] = appendNew(sources[p.Function], p.Source.Name)
 		summaries[p.Function] = appendNew(summaries[p.Function], p.Summary)
 	}
@@ -286,7 +293,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	for _, t := range s.uses.Writes {
 		writes[t.Name] = true
 	}
-	for _, t := range s.uses.Tables() {
+	for _, t := range append(s.uses.Tables(), s.sources...) {
 		env[t.EnvVar()] = props.Data.Table(t).TableName()
 	}
 

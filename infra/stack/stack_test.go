@@ -140,7 +140,8 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 					gotTables = append(gotTables, k)
 				}
 			}
-			for _, tb := range fn.uses.Tables() {
+			// Its source tables too: a record's table is known by its ARN.
+			for _, tb := range append(fn.uses.Tables(), fn.sources...) {
 				if !slices.Contains(wantTables, tb.EnvVar()) {
 					wantTables = append(wantTables, tb.EnvVar())
 				}

@@ -33,6 +33,7 @@ func (s *Stack) localAPI() http.Handler {
 	}
 	table := map[string][]endpoint{
 		"/_local/health":                           {{"GET", s.health}},
+		"/_local/endpoints":                        {{"GET", s.endpoints}},
 		"/_local/token":                            {{"POST", s.token}},
 		"/_local/assume-role":                      {{"POST", s.assumeRole}},
 		"/_local/.well-known/jwks.json":            {{"GET", s.jwks}},
@@ -66,6 +67,12 @@ func (s *Stack) localAPI() http.Handler {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		gateway.Problem(w, errs.New(errs.NotFound, "%s does not answer %s (use %s)", r.URL.Path, r.Method, strings.Join(allowed, ", ")))
 	})
+}
+
+// endpoints tells a function's binary run beside the stack where its AWS
+// endpoints and Redis are (what <state>/endpoints.json holds).
+func (s *Stack) endpoints(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.Endpoints())
 }
 
 // loopbackHost reports whether a request's Host header names this machine
@@ -262,6 +269,9 @@ func (s *Stack) setClock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	switch {
+	case s.binaries != nil:
+		return errs.New(errs.Conflict, "the clock cannot be moved while the stack runs the functions' binaries (-binaries): "+
+			"they are separate processes on the real clock; restart without -binaries to move time")
 	case (req.Now == "") == (req.Advance == ""):
 		return errs.Field("body", `give exactly one of "now" (RFC 3339) or "advance" (a duration such as 24h)`)
 	case req.Now != "":

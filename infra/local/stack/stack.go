@@ -34,11 +34,14 @@ import (
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/awsapi"
+	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/docs"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/gateway"
 	"github.com/rallyhq/rally/infra/local/poller"
+	"github.com/rallyhq/rally/infra/local/runtimeapi"
 	"github.com/rallyhq/rally/infra/local/tables"
+	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/app/all"
@@ -141,6 +144,11 @@ type Options struct {
 	// checks each request against the document first and answers a
 	// mismatch 400 (infra/local/gateway, Options.ValidateRequests).
 	SkipRequestValidation bool
+	// Binaries, when set, serves every route, processor and consumer
+	// through its real binary (`make dev ARGS=-binaries`) instead of in
+	// process. The binaries run on the real clock: /_local/clock cannot
+	// reach another process.
+	Binaries *Binaries
 	// Isolate binds each function on its own over the one set of clients,
 	// as Lambda runs each function in its own process: no in-process
 	// cache (board definitions, hot boards) is shared between functions,
@@ -156,6 +164,16 @@ type Options struct {
 	// processors. The local credentials (AccessKeyID) call it unchecked.
 	// The in-process handlers do not use it.
 	AWSEndpoint bool
+}
+
+// Binaries are the functions' real binaries and the template that says
+// how each one runs.
+type Binaries struct {
+	// Template is the synthesized stack's template.
+	Template *template.Template
+	// Built maps every function to its binary, built for the host
+	// (binaries.Build).
+	Built map[string]string
 }
 
 // Stack is a running local stack.
@@ -184,6 +202,8 @@ type Stack struct {
 	streams   streamread.Retained
 	pollers   []*poller.Poller
 	unbound   []string
+	binaries  *binaries.Set
+	inits     []binaries.Init
 	server    *http.Server
 	listeners []net.Listener
 	aws       *awsapi.Server
@@ -287,6 +307,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.bound, err = s.deps.Bind(all.Features()...); err != nil {
 		return nil, fmt.Errorf("stack: bind handlers: %w", err)
 	}
+	if err := s.startBinaries(ctx); err != nil {
+		return nil, err
+	}
 	gw, err := s.gateway()
 	if err != nil {
 		return nil, err
@@ -323,7 +346,25 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, l := range s.listeners {
 		s.wg.Go(func() { _ = s.server.Serve(l) })
 	}
+	if err := s.Endpoints().Write(s.stateDir); err != nil {
+		return nil, fmt.Errorf("stack: write %s: %w", binaries.EndpointsFile, err)
+	}
 	return s, nil
+}
+
+// Endpoints is what the stack offers a function's binary run beside it
+// (`make invoke`): it is written to <state>/endpoints.json while the stack
+// runs and served at GET /_local/endpoints.
+func (s *Stack) Endpoints() binaries.Stack {
+	analytics, _ := filepath.Abs(filepath.Join(s.stateDir, "analytics"))
+	roles := s.opts.ServiceRoles
+	if roles == nil {
+		roles = DefaultServiceRoles
+	}
+	return binaries.Stack{
+		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics,
+		Region: Region, AccountID: authorizer.AccountID, ServiceRoles: roles, PID: os.Getpid(),
+	}
 }
 
 func envOr(name, def string) string {
@@ -419,7 +460,9 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 	var rs []gateway.Route
 	for _, r := range routes.All() {
 		gr := gateway.Route{Route: r}
-		if h, ok := s.opts.Handlers[r.Function]; ok {
+		if p, ok := s.pool(r.Function); ok {
+			gr.Handler = binaries.HTTP(p)
+		} else if h, ok := s.opts.Handlers[r.Function]; ok {
 			gr.Handler = h
 		} else if h, ok := s.boundFor(r.Function, r.Feature).HTTP(r); ok {
 			gr.Handler = h
@@ -463,11 +506,17 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	// What the on-failure destinations receive goes to the dlq-archiver,
 	// as the dead-letter queues deliver it in AWS.
 	archive, ok := s.boundFor(routes.DlqArchiver.Function, routes.DlqArchiver.Feature).Queue(routes.DlqArchiver)
+	if p, bin := s.pool(routes.DlqArchiver.Function); bin {
+		archive, ok = binaries.Queue(p), true
+	}
 	if !ok {
 		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
+		if p, bin := s.pool(proc.Function); bin {
+			h, ok = binaries.Stream(p), true
+		}
 		if !ok {
 			if h, ok = s.boundFor(proc.Function, proc.Feature).Stream(proc); !ok {
 				s.unbound = append(s.unbound, proc.Function)
@@ -494,6 +543,49 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startBinaries starts one instance of every function's binary, two at a
+// time, with the environment the template gives it, pointed at this stack.
+func (s *Stack) startBinaries(ctx context.Context) error {
+	b := s.opts.Binaries
+	if b == nil {
+		return nil
+	}
+	local := s.Endpoints()
+	fns, err := b.Template.Functions(local.Local())
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	if s.binaries, err = binaries.NewSet(binaries.Options{
+		Functions: fns, Binaries: b.Built, Endpoints: local.Endpoints(b.Template),
+		Region: Region, AccountID: authorizer.AccountID, Log: s.opts.Log,
+	}); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	s.inits = s.binaries.Start(ctx, 2)
+	var errs []error
+	for _, in := range s.inits {
+		if in.Err != nil {
+			errs = append(errs, in.Err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stack: start the binaries: %w", err)
+	}
+	return nil
+}
+
+// Binaries are the functions' running binaries; nil unless the stack
+// runs them (Options.Binaries).
+func (s *Stack) Binaries() *binaries.Set { return s.binaries }
+
+// pool is the binary serving fn, when the stack runs binaries.
+func (s *Stack) pool(fn string) (*runtimeapi.Pool, bool) {
+	if s.binaries == nil {
+		return nil, false
+	}
+	return s.binaries.Pool(fn)
 }
 
 // boundFor is what serves function fn: every feature bound once, or with
@@ -703,12 +795,14 @@ type Info struct {
 	DocsMissing error
 	// AWSEndpoint is the local AWS endpoint's URL, "" when not started.
 	AWSEndpoint string
+	// Inits are the binaries' cold starts, when the stack runs them.
+	Inits []binaries.Init
 }
 
 // Info reports what runs where.
 func (s *Stack) Info() Info {
 	i := Info{URL: s.url, DynamoDBEndpoint: s.ddbURL, RedisURL: s.redisURL, StateDir: s.stateDir,
-		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes(), Docs: s.url + "/docs"}
+		Unbound: s.unbound, Routes: len(routes.All()) - s.unboundRoutes(), Docs: s.url + "/docs", Inits: s.inits}
 	_, i.DocsMissing = s.docs.Assets()
 	if s.ddbLocal != nil {
 		i.DynamoDBPID = s.ddbLocal.PID()
@@ -766,6 +860,9 @@ func (s *Stack) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
+		if s.binaries != nil {
+			_ = s.binaries.Close()
+		}
 		if s.deps != nil && s.deps.Redis != nil {
 			_ = s.deps.Redis.Close()
 		}
@@ -776,6 +873,10 @@ func (s *Stack) Close() error {
 			if err := s.ddbLocal.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// The endpoints file names this stack only while it runs.
+		if st, err := binaries.ReadStack(s.stateDir); err == nil && st.URL == s.url && st.PID == os.Getpid() {
+			_ = os.Remove(filepath.Join(s.stateDir, binaries.EndpointsFile))
 		}
 		s.closeErr = errors.Join(errs...)
 	})

@@ -1,0 +1,353 @@
+// Package binaries runs the deployed artifact locally: each function's
+// bootstrap binary, built for the host, with the environment and role the
+// synthesized template gives it (infra/local/template), against a local
+// Lambda Runtime API (infra/local/runtimeapi), its AWS endpoints and Redis
+// pointed at a local stack. `make invoke` runs one function this way and
+// `make dev ARGS=-binaries` serves every route and processor through them.
+package binaries
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/infra/local/runtimeapi"
+	"github.com/rallyhq/rally/infra/local/template"
+	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/streams"
+)
+
+// BuildTags are the tags `make build` builds the functions with.
+const BuildTags = "lambda.norpc,grpcnotrace"
+
+// Build compiles every named function for the host into dir/<name>
+// (dir/<name>/bootstrap is not needed: the runtime execs the path) in one
+// go build, which links them in parallel; it returns each one's path.
+func Build(ctx context.Context, root, dir string, names ...string) (map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("binaries: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("binaries: %w", err)
+	}
+	args := []string{"build", "-tags", BuildTags, "-o", abs + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, "./functions/"+n)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("binaries: go build: %w\n%s", err, out)
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		out[n] = filepath.Join(abs, n)
+	}
+	return out, nil
+}
+
+// Endpoints gives a function the environment that points it at the local
+// stack: its template environment (already resolved for the local stack)
+// plus where its AWS clients connect and with which credentials. Direct is
+// the stand-in until the local AWS endpoint (per-function credentials, the
+// role's statements checked on every call) serves them.
+type Endpoints interface {
+	Environ(fn template.Function) (map[string]string, error)
+}
+
+// Direct points the functions straight at DynamoDB Local and the local
+// stack's Invoke API with the local static credentials. Until a local
+// Secrets Manager and Firehose serve them, the cursor secret is given as
+// RALLY_CURSOR_KEY (what config reads when no RALLY_SECRET_ARN is set) and
+// analytics go to the local export directory: a deployment still refuses
+// to start without its secret.
+type Direct struct {
+	// DynamoDB is DynamoDB Local's URL (DynamoDB and its streams).
+	DynamoDB string
+	// Lambda serves Lambda's Invoke API (the local stack's URL).
+	Lambda string
+	// Secrets maps the template's secret ARNs to their local values.
+	Secrets map[string]string
+	// AnalyticsDir receives the analytics export in place of Firehose.
+	AnalyticsDir string
+	// ServiceRoles are added to each RALLY_SERVICE_ROLES: the local
+	// callers the local stack admits besides the template's roles.
+	ServiceRoles []string
+}
+
+// Environ implements Endpoints.
+func (d Direct) Environ(fn template.Function) (map[string]string, error) {
+	env := maps.Clone(fn.Env)
+	env["AWS_ENDPOINT_URL_DYNAMODB"] = d.DynamoDB
+	env["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = d.DynamoDB
+	if d.Lambda != "" {
+		env["AWS_ENDPOINT_URL_LAMBDA"] = d.Lambda
+	}
+	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "local", "local"
+	if arn, ok := env["RALLY_SECRET_ARN"]; ok {
+		value, known := d.Secrets[arn]
+		if !known {
+			return nil, fmt.Errorf("binaries: %s: RALLY_SECRET_ARN %s is no secret the local stack holds", fn.Name, arn)
+		}
+		delete(env, "RALLY_SECRET_ARN")
+		env["RALLY_CURSOR_KEY"] = value
+	}
+	if _, ok := env["RALLY_FIREHOSE_STREAM"]; ok {
+		if d.AnalyticsDir == "" {
+			return nil, fmt.Errorf("binaries: %s ships analytics, but the local stack gave no analytics directory", fn.Name)
+		}
+		delete(env, "RALLY_FIREHOSE_STREAM")
+		env["RALLY_ANALYTICS_DIR"] = d.AnalyticsDir
+	}
+	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(d.ServiceRoles) > 0 {
+		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), d.ServiceRoles...), ",")
+	}
+	return env, nil
+}
+
+// LocalCursorKey signs the local stack's cursors (in process and in the
+// binaries alike, so a cursor from one is good in the other).
+const LocalCursorKey = "rally-local-cursor-key"
+
+// SecretValue is the local value of a template secret: the local log key
+// for the log key secret (so the binaries hash users in logs as the local
+// stack does), the local cursor key for the cursor secret.
+func SecretValue(s template.Secret) string {
+	switch {
+	case strings.Contains(s.Name, "LogKey"):
+		if v := os.Getenv("RALLY_LOG_KEY"); v != "" {
+			return v
+		}
+		return app.LocalLogKey
+	case strings.Contains(s.Name, "Cursor"):
+		return LocalCursorKey
+	}
+	return "local-" + s.Name
+}
+
+// Stack is what a running local stack offers the binaries; it writes it to
+// <state>/endpoints.json on start (and serves it at GET
+// /_local/endpoints), which is how `make invoke` finds it.
+type Stack struct {
+	// URL is the gateway (and the Invoke API).
+	URL string `json:"url"`
+	// DynamoDB is DynamoDB Local's URL.
+	DynamoDB string `json:"dynamodb"`
+	// Redis is the local Redis's URL; RedisCluster whether it is a cluster.
+	Redis        string `json:"redis"`
+	RedisCluster bool   `json:"redis_cluster"`
+	// Tables are the physical table names.
+	Tables schema.Names `json:"tables"`
+	// AnalyticsDir is the analytics export's directory (absolute).
+	AnalyticsDir string `json:"analytics_dir"`
+	Region       string `json:"region"`
+	AccountID    string `json:"account_id"`
+	// ServiceRoles are the local callers admitted besides the template's
+	// roles.
+	ServiceRoles []string `json:"service_roles"`
+	// PID is the local stack's process.
+	PID int `json:"pid"`
+}
+
+// EndpointsFile is where in the state directory a running stack writes
+// its Stack.
+const EndpointsFile = "endpoints.json"
+
+// ReadStack reads the endpoints a running local stack wrote in stateDir.
+func ReadStack(stateDir string) (Stack, error) {
+	var s Stack
+	raw, err := os.ReadFile(filepath.Join(stateDir, EndpointsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return s, fmt.Errorf("binaries: no local stack is running (%s is missing): start one with `make dev`", filepath.Join(stateDir, EndpointsFile))
+	}
+	if err != nil {
+		return s, fmt.Errorf("binaries: %w", err)
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("binaries: %s: %w", filepath.Join(stateDir, EndpointsFile), err)
+	}
+	return s, nil
+}
+
+// Write writes s to stateDir/endpoints.json.
+func (s Stack) Write(stateDir string) error {
+	raw, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(stateDir, EndpointsFile), append(raw, '\n'), 0o644)
+}
+
+// Local is what the template's resources resolve to in this stack.
+func (s Stack) Local() template.Local {
+	return template.Local{
+		Tables: s.Tables, RedisURL: s.Redis, RedisCluster: s.RedisCluster,
+		Region: s.Region, AccountID: s.AccountID, SecretValue: SecretValue,
+	}
+}
+
+// Endpoints points the binaries at this stack (Direct, until the local
+// AWS endpoint serves them).
+func (s Stack) Endpoints(tpl *template.Template) Endpoints {
+	secrets := map[string]string{}
+	for _, sec := range tpl.Secrets(s.Local()) {
+		secrets[sec.ARN] = sec.Value
+	}
+	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, ServiceRoles: s.ServiceRoles}
+}
+
+// Options configures a Set.
+type Options struct {
+	// Functions are the template's functions to run.
+	Functions []template.Function
+	// Binaries maps each function to its built binary.
+	Binaries map[string]string
+	// Endpoints points them at the local stack.
+	Endpoints Endpoints
+	// Region and AccountID make the functions' ARNs.
+	Region, AccountID string
+	// MaxInstances per function (default 1: one warm instance).
+	MaxInstances int
+	// Log receives the processes' output.
+	Log io.Writer
+}
+
+// Set is the pools of a template's functions.
+type Set struct {
+	pools map[string]*runtimeapi.Pool
+	order []string
+}
+
+// NewSet prepares a pool per function; none starts until Start or its
+// first invocation.
+func NewSet(opts Options) (*Set, error) {
+	s := &Set{pools: map[string]*runtimeapi.Pool{}}
+	for _, fn := range opts.Functions {
+		env, err := opts.Endpoints.Environ(fn)
+		if err != nil {
+			return nil, err
+		}
+		bin, ok := opts.Binaries[fn.Name]
+		if !ok {
+			return nil, fmt.Errorf("binaries: %s is not built", fn.Name)
+		}
+		p, err := runtimeapi.NewPool(runtimeapi.Function{
+			Name: fn.Name, Binary: bin, Env: env, Timeout: fn.Timeout, MemoryMB: fn.MemoryMB,
+			Region: opts.Region, AccountID: opts.AccountID, MaxInstances: opts.MaxInstances, Log: opts.Log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.pools[fn.Name] = p
+		s.order = append(s.order, fn.Name)
+	}
+	return s, nil
+}
+
+// Pool is the named function's pool.
+func (s *Set) Pool(name string) (*runtimeapi.Pool, bool) {
+	p, ok := s.pools[name]
+	return p, ok
+}
+
+// Names lists the functions, in the template's order.
+func (s *Set) Names() []string { return slices.Clone(s.order) }
+
+// Init is one function's cold start.
+type Init struct {
+	Function string
+	Took     time.Duration
+	Err      error
+}
+
+// Start starts one instance of every function, a few at a time, and
+// reports each one's init.
+func (s *Set) Start(ctx context.Context, parallel int) []Init {
+	out := make([]Init, len(s.order))
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i, name := range s.order {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			took, err := s.pools[name].Start(ctx)
+			out[i] = Init{Function: name, Took: took, Err: err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Close stops every instance.
+func (s *Set) Close() error {
+	var wg sync.WaitGroup
+	for _, p := range s.pools {
+		wg.Go(func() { _ = p.Close() })
+	}
+	wg.Wait()
+	return nil
+}
+
+// invoke runs ev through pool and decodes its response into out: a
+// function error or a process failure is an error, as the Lambda service
+// reports it to API Gateway or an event source mapping.
+func invoke(ctx context.Context, p *runtimeapi.Pool, ev, out any) error {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	res, err := p.Invoke(ctx, payload)
+	if err != nil {
+		return err
+	}
+	if res.Error != nil {
+		return fmt.Errorf("%s: %w", p.Function().Name, res.Error)
+	}
+	if err := json.Unmarshal(res.Payload, out); err != nil {
+		return fmt.Errorf("%s: response %.200s: %w", p.Function().Name, res.Payload, err)
+	}
+	return nil
+}
+
+// HTTP serves a route through the function's binary.
+func HTTP(p *runtimeapi.Pool) api.Handler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		var resp events.APIGatewayV2HTTPResponse
+		err := invoke(ctx, p, ev, &resp)
+		return resp, err
+	}
+}
+
+// Stream hands a processor's batches to the function's binary; the
+// partial batch failures come back from it.
+func Stream(p *runtimeapi.Pool) streams.Handler {
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		var resp events.DynamoDBEventResponse
+		err := invoke(ctx, p, ev, &resp)
+		return resp, err
+	}
+}
+
+// Queue hands a queue consumer's messages to the function's binary.
+func Queue(p *runtimeapi.Pool) app.QueueHandler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		err := invoke(ctx, p, ev, &resp)
+		return resp, err
+	}
+}

@@ -1,0 +1,372 @@
+package binaries_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/binaries"
+	"github.com/rallyhq/rally/infra/local/runtimeapi"
+	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/template"
+	"github.com/rallyhq/rally/infra/local/template/synth"
+	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const root = "../../.."
+
+// sampleRoles are the roles the service samples' callers assumed
+// (events/*.service.json and the service routes' samples).
+var sampleRoles = []string{
+	"arn:aws:iam::123456789012:role/rally-dev-game-server",
+	"arn:aws:iam::123456789012:role/rally-dev-operator",
+}
+
+// booted is a local stack serving every function of the template through
+// its binary, built for the host.
+type booted struct {
+	stack *stack.Stack
+	tpl   *template.Template
+	fns   map[string]template.Function
+	bins  map[string]string
+	log   *logs
+}
+
+// boot synthesizes the stack in process, builds every function for the
+// host in one go build, and starts a local stack that serves every route,
+// processor and consumer through its binary (`make dev ARGS=-binaries`),
+// each started once with the environment the template gives it.
+func boot(t *testing.T) *booted {
+	t.Helper()
+	ctx := context.Background()
+	b := &booted{fns: map[string]template.Function{}, log: &logs{}}
+	// The build runs beside the synthesis: both take a while.
+	type built struct {
+		bins map[string]string
+		err  error
+	}
+	buildDone := make(chan built, 1)
+	go func() {
+		bins, err := binaries.Build(ctx, root, t.TempDir(), routes.Functions()...)
+		buildDone <- built{bins, err}
+	}()
+	raw, err := synth.Template(root, "dev")
+	if err != nil {
+		t.Fatalf("synthesize the stack: %v", err)
+	}
+	if b.tpl, err = template.Parse(raw); err != nil {
+		t.Fatal(err)
+	}
+	res := <-buildDone
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	b.bins = res.bins
+	// testenv gives the stack a table prefix of the test's own: a function
+	// missing a RALLY_TABLE_* variable would look for the unprefixed name
+	// and fail.
+	//
+	// Seam for the local AWS endpoint: once it serves DynamoDB, Secrets
+	// Manager, Firehose and Invoke with per-function credentials and the
+	// role's statements (binaries.Endpoints), the stack points the
+	// binaries at it, and a call a role does not allow fails its sample
+	// here (AccessDeniedException).
+	b.stack = testenv.Stack(t, stack.Options{
+		ServiceRoles: append(slices.Clone(stack.DefaultServiceRoles), sampleRoles...),
+		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins},
+		Log:          b.log,
+	})
+	fns, err := b.tpl.Functions(b.stack.Endpoints().Local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range fns {
+		b.fns[fn.Name] = fn
+	}
+	return b
+}
+
+// One stack and one build serve every part: building every function takes
+// minutes on a small machine.
+func TestEveryFunctionBootsFromTheTemplate(t *testing.T) {
+	b := boot(t)
+	inits := b.stack.Info().Inits
+	if len(inits) != len(routes.Functions()) {
+		t.Fatalf("%d functions started, want every declared one (%d)", len(inits), len(routes.Functions()))
+	}
+	logInits(t, inits)
+	t.Run("and serves the API through them", func(t *testing.T) { servesTheAPI(t, b) })
+	t.Run("and answers its samples", func(t *testing.T) { answersSamples(t, b) })
+	t.Run("but not with a broken environment", func(t *testing.T) { brokenEnvironments(t, b) })
+}
+
+// A favorite through the gateway reaches favorite-game's binary, its
+// change reaches the counter processor's binary through the poller, and
+// the count is read through count-favorites' binary.
+func servesTheAPI(t *testing.T, b *booted) {
+	api := apitest.New(t, b.stack)
+	api.Player("bianca", "POST", "/v1/favorites/binary-race", nil).Expect(t, http.StatusOK)
+	if err := b.stack.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var count struct {
+		Count int `json:"count"`
+	}
+	api.Player("bianca", "GET", "/v1/games/binary-race/favorites/count", nil).Expect(t, http.StatusOK).JSON(t, &count)
+	if count.Count != 1 {
+		t.Errorf("favorites of binary-race: %d, want 1\n%s", count.Count, b.log.of("counter-processor"))
+	}
+}
+
+func answersSamples(t *testing.T, b *booted) {
+	// The erasure samples erase alice, whom the other samples act as (the
+	// shipper, say, no longer gives her a pseudonym): they run last.
+	names := routes.Functions()
+	erasure := func(name string) bool {
+		return slices.ContainsFunc(routes.All(), func(r routes.Route) bool { return r.Function == name && r.Feature == routes.Privacy }) ||
+			slices.ContainsFunc(routes.Processors(), func(p routes.Processor) bool { return p.Function == name && p.Feature == routes.Privacy })
+	}
+	sort.SliceStable(names, func(i, j int) bool { return !erasure(names[i]) && erasure(names[j]) })
+	for _, name := range names {
+		samples, _ := filepath.Glob(filepath.Join(root, "events", name+".*json"))
+		if len(samples) == 0 && name == routes.JobRunner.Function {
+			samples = []string{""} // scheduled: its event is an empty batch
+		}
+		if len(samples) == 0 {
+			t.Errorf("%s has no sample in events/", name)
+		}
+		for _, sample := range samples {
+			t.Run(name+"/"+filepath.Base(sample), func(t *testing.T) {
+				pool, _ := b.stack.Binaries().Pool(name)
+				event := []byte(`{"Records":[]}`)
+				if sample != "" {
+					var err error
+					if event, err = os.ReadFile(sample); err != nil {
+						t.Fatal(err)
+					}
+				}
+				event = localize(t, b, name, event)
+				mark := b.log.mark()
+				res, err := pool.Invoke(context.Background(), event)
+				if err != nil {
+					t.Fatalf("invoke: %v\nlogs meanwhile:\n%s", err, b.log.since(mark))
+				}
+				if res.Error != nil {
+					t.Fatalf("the function returned an error: %v\nlogs meanwhile:\n%s", res.Error, b.log.since(mark))
+				}
+				checkResponse(t, name, event, res)
+				if t.Failed() {
+					t.Logf("logs meanwhile:\n%s", b.log.since(mark))
+				}
+			})
+		}
+	}
+}
+
+// localize points a sample at the local stack where it names a deployed
+// resource: the analytics shipper's records name the tables of a "dev"
+// stage (Rally-dev-<Table>), here the test's.
+func localize(t *testing.T, b *booted, name string, event []byte) []byte {
+	if name != routes.AnalyticsShipper.Function {
+		return event
+	}
+	tables := b.stack.Tables()
+	for logical, physical := range tables {
+		event = []byte(strings.ReplaceAll(string(event), "table/Rally-dev-"+logical+"/", "table/"+physical+"/"))
+	}
+	if strings.Contains(string(event), "Rally-dev-") {
+		t.Fatalf("the shipper's sample names a table the schema does not declare")
+	}
+	return event
+}
+
+// checkResponse checks what a function answered its sample: a route a
+// documented 2xx (or the 4xx its sample is meant to get), a processor or
+// consumer no failed records.
+func checkResponse(t *testing.T, name string, event []byte, res runtimeapi.Result) {
+	t.Helper()
+	switch {
+	case isRoute(name):
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(res.Payload, &resp); err != nil {
+			t.Fatalf("response %s: %v", res.Payload, err)
+		}
+		if resp.StatusCode/100 != 2 && resp.StatusCode/100 != 4 || resp.StatusCode/100 == 4 && !slices.Contains(notFoundYet, name) {
+			t.Errorf("status %d: %s", resp.StatusCode, resp.Body)
+		}
+	case name == routes.DlqArchiver.Function:
+		// The sample's on-failure record points at records no stream
+		// holds: the archiver reports it failed, so it stays queued.
+		var ev events.SQSEvent
+		_ = json.Unmarshal(event, &ev)
+		var resp events.SQSEventResponse
+		if err := json.Unmarshal(res.Payload, &resp); err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].MessageId {
+			t.Errorf("response %s (%v), want the sample's message reported failed", res.Payload, err)
+		}
+	default:
+		var resp events.DynamoDBEventResponse
+		if err := json.Unmarshal(res.Payload, &resp); err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Errorf("response %s (%v), want every record applied", res.Payload, err)
+		}
+	}
+}
+
+// notFoundYet are the routes whose sample reads what no other sample
+// creates (a job by id), so a 404 problem is its sane answer.
+var notFoundYet = []string{routes.GetJob.Function}
+
+func isRoute(name string) bool {
+	return slices.ContainsFunc(routes.All(), func(r routes.Route) bool { return r.Function == name })
+}
+
+// A function whose environment lacks what it needs must not start, and
+// the failure must name the variable: what a CDK change forgetting it
+// would do after `cdk deploy`.
+func brokenEnvironments(t *testing.T, b *booted) {
+	local := b.stack.Endpoints()
+	start := func(fn template.Function) error {
+		set, err := binaries.NewSet(binaries.Options{
+			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: local.Endpoints(b.tpl),
+			Region: local.Region, AccountID: local.AccountID, Log: b.log,
+		})
+		if err != nil {
+			return err
+		}
+		defer set.Close()
+		return set.Start(context.Background(), 1)[0].Err
+	}
+	without := func(name, variable string) template.Function {
+		fn := b.fns[name]
+		if _, ok := fn.Env[variable]; !ok {
+			t.Fatalf("%s has no %s in the template", name, variable)
+		}
+		fn.Env = maps.Clone(fn.Env)
+		delete(fn.Env, variable)
+		return fn
+	}
+	t.Run("missing cursor secret", func(t *testing.T) {
+		err := start(without(routes.ListFavorites.Function, "RALLY_SECRET_ARN"))
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), "RALLY_SECRET_ARN") {
+			t.Fatalf("list-favorites without RALLY_SECRET_ARN: %v, want an init failure naming it", err)
+		}
+	})
+	t.Run("missing log key", func(t *testing.T) {
+		err := start(without(routes.FavoriteGame.Function, "RALLY_LOG_KEY"))
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), "RALLY_LOG_KEY") {
+			t.Fatalf("favorite-game without RALLY_LOG_KEY: %v, want an init failure naming it", err)
+		}
+	})
+	t.Run("crash at init", func(t *testing.T) {
+		fn := b.fns[routes.SubmitScore.Function]
+		fn.Env = maps.Clone(fn.Env)
+		fn.Env["RALLY_BUDGETS"] = "score=lots"
+		err := start(fn)
+		var perr *runtimeapi.ProcessError
+		if !errors.As(err, &perr) || !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(perr.Output, "RALLY_BUDGETS") {
+			t.Fatalf("submit-score with a bad RALLY_BUDGETS: %v, want an init failure with the process's message", err)
+		}
+	})
+	t.Run("missing table", func(t *testing.T) {
+		// Starts (the name defaults to the table's logical name) but its
+		// first call finds no such table: the sample fails, never passes.
+		fn := without(routes.FavoriteGame.Function, "RALLY_TABLE_REACTIONS")
+		set, err := binaries.NewSet(binaries.Options{
+			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: local.Endpoints(b.tpl),
+			Region: local.Region, AccountID: local.AccountID, Log: b.log,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Close()
+		pool, _ := set.Pool(fn.Name)
+		event, err := os.ReadFile(filepath.Join(root, "events", fn.Name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := pool.Invoke(context.Background(), event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(res.Payload, &resp); err != nil || resp.StatusCode < 500 {
+			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS answered %s, want a 5xx", res.Payload)
+		}
+	})
+}
+
+// logInits prints each function's init time, slowest first.
+func logInits(t *testing.T, inits []binaries.Init) {
+	sorted := slices.Clone(inits)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Took > sorted[j].Took })
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "function\tinit ms\t")
+	var total time.Duration
+	for _, in := range sorted {
+		fmt.Fprintf(w, "%s\t%d\t\n", in.Function, in.Took.Milliseconds())
+		total += in.Took
+	}
+	_ = w.Flush()
+	t.Logf("init per function (two started at a time, on a shared machine), slowest first; mean %d ms:\n%s",
+		(total / time.Duration(max(len(inits), 1))).Milliseconds(), sb.String())
+}
+
+// logs keeps every function's output, to show with a failure.
+type logs struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// mark is where the log is now, for since.
+func (l *logs) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
+}
+
+// since is what was logged after mark (by every process).
+func (l *logs) since(mark int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()[mark:]
+}
+
+// of is the lines that name function (its logs and metrics do).
+func (l *logs) of(function string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, function) {
+			out = append(out, line)
+		}
+	}
+	if len(out) > 40 {
+		out = out[len(out)-40:]
+	}
+	return strings.Join(out, "\n")
+}

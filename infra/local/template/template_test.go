@@ -1,0 +1,209 @@
+package template_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rallyhq/rally/infra/local/policy"
+	"github.com/rallyhq/rally/infra/local/template"
+	"github.com/rallyhq/rally/infra/local/template/synth"
+	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
+)
+
+// synthesized is the real stack's template, synthesized once (about a
+// minute: jsii runs aws-cdk-lib in node).
+var synthesized []byte
+
+func TestMain(m *testing.M) {
+	var err error
+	if synthesized, err = synth.Template("../../..", "dev"); err != nil {
+		fmt.Fprintln(os.Stderr, "template tests: synthesize the stack:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// local names every table with a prefix, so a name the template resolved
+// is provably the local stack's.
+var local = template.Local{
+	Tables:    schema.NamesFromEnv("t-"),
+	RedisURL:  "redis://127.0.0.1:6399",
+	AccountID: "000000000000",
+	SecretValue: func(s template.Secret) string {
+		return "value of " + s.Name
+	},
+}
+
+func functions(t *testing.T, raw []byte) map[string]template.Function {
+	t.Helper()
+	tpl, err := template.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := tpl.Functions(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]template.Function{}
+	for _, fn := range fns {
+		out[fn.Name] = fn
+	}
+	return out
+}
+
+func TestEveryDeclaredFunctionComesWithItsEnvironmentResolvedForTheLocalStack(t *testing.T) {
+	fns := functions(t, synthesized)
+	tpl, _ := template.Parse(synthesized)
+	secrets := map[string]template.Secret{}
+	for _, s := range tpl.Secrets(local) {
+		secrets[s.LogicalID] = s
+	}
+	for _, name := range routes.Functions() {
+		fn, ok := fns[name]
+		if !ok {
+			t.Errorf("%s: not found in the template", name)
+			continue
+		}
+		uses, _ := routes.UsesOf(name)
+		want := map[string]string{"RALLY_FUNCTION": name, "RALLY_STAGE": "dev"}
+		for _, table := range uses.Tables() {
+			want[table.EnvVar()] = "t-" + table.Name
+		}
+		if uses.Redis {
+			want["RALLY_REDIS_URL"] = local.RedisURL
+			want["RALLY_REDIS_CLUSTER"] = "false"
+		}
+		for k, v := range want {
+			if fn.Env[k] != v {
+				t.Errorf("%s: %s=%q, want %q", name, k, fn.Env[k], v)
+			}
+		}
+		if !strings.HasPrefix(fn.Env["RALLY_LOG_KEY"], "value of ") {
+			t.Errorf("%s: RALLY_LOG_KEY=%q, want the local log key secret's value", name, fn.Env["RALLY_LOG_KEY"])
+		}
+		if uses.Secrets && !strings.HasPrefix(fn.Env["RALLY_SECRET_ARN"], "arn:aws:secretsmanager:us-east-1:000000000000:secret:") {
+			t.Errorf("%s: RALLY_SECRET_ARN=%q, want a local secret ARN", name, fn.Env["RALLY_SECRET_ARN"])
+		}
+		if fn.Timeout <= 0 || fn.MemoryMB <= 0 {
+			t.Errorf("%s: timeout %s, memory %d MB", name, fn.Timeout, fn.MemoryMB)
+		}
+		for k, v := range fn.Env {
+			if strings.Contains(v, "{{resolve:") || strings.Contains(v, "Fn::") || strings.Contains(v, "rediss://") {
+				t.Errorf("%s: %s=%q is not resolved for the local stack", name, k, v)
+			}
+		}
+	}
+	if fn := fns[routes.RedriveDeadLetters.Function]; fn.Env[routes.FunctionEnvVar(routes.CounterProcessor.Function)] != routes.CounterProcessor.Function {
+		t.Errorf("redrive-dead-letters knows the counter processor as %q, want its local name", fn.Env[routes.FunctionEnvVar(routes.CounterProcessor.Function)])
+	}
+}
+
+func TestEachRoleGrantsItsTablesAsLocalARNs(t *testing.T) {
+	fns := functions(t, synthesized)
+	allows := func(fn template.Function, action, arn string) bool {
+		return slices.ContainsFunc(fn.Statements, func(s policy.Statement) bool {
+			return s.Effect == "Allow" && slices.Contains(s.Actions, action) && slices.Contains(s.Resources, arn)
+		})
+	}
+	const table = "arn:aws:dynamodb:us-east-1:000000000000:table/"
+	for _, name := range routes.Functions() {
+		fn := fns[name]
+		uses, _ := routes.UsesOf(name)
+		for _, w := range uses.Writes {
+			if !allows(fn, "dynamodb:PutItem", table+"t-"+w.Name) {
+				t.Errorf("%s: no dynamodb:PutItem on %s in %+v", name, table+"t-"+w.Name, fn.Statements)
+			}
+		}
+		for _, r := range uses.Reads {
+			if !allows(fn, "dynamodb:GetItem", table+"t-"+r.Name) {
+				t.Errorf("%s: no dynamodb:GetItem on %s", name, table+"t-"+r.Name)
+			}
+		}
+		for _, s := range uses.Streams {
+			if !allows(fn, "dynamodb:GetRecords", table+"t-"+s.Name+"/stream/*") {
+				t.Errorf("%s: no dynamodb:GetRecords on the %s stream", name, s.Name)
+			}
+		}
+		for _, st := range fn.Statements {
+			for _, r := range st.Resources {
+				if r != "*" && !strings.HasPrefix(r, "arn:aws:") {
+					t.Errorf("%s: resource %q is not an ARN", name, r)
+				}
+			}
+		}
+	}
+	if fn := fns[routes.RedriveDeadLetters.Function]; !allows(fn, "lambda:InvokeFunction", "arn:aws:lambda:us-east-1:000000000000:function:counter-processor") {
+		t.Errorf("redrive-dead-letters may not invoke the counter processor: %+v", fn.Statements)
+	}
+	if fn := fns[routes.AnalyticsShipper.Function]; !slices.ContainsFunc(fn.Statements, func(s policy.Statement) bool {
+		return slices.Contains(s.Actions, "firehose:PutRecordBatch") &&
+			slices.Contains(s.Resources, "arn:aws:firehose:us-east-1:000000000000:deliverystream/"+fn.Env["RALLY_FIREHOSE_STREAM"])
+	}) {
+		t.Errorf("the analytics shipper may not put records to its stream %q: %+v", fn.Env["RALLY_FIREHOSE_STREAM"], fn.Statements)
+	}
+}
+
+// mutate applies change to the synthesized template's resources.
+func mutate(t *testing.T, change func(resources map[string]any)) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(synthesized, &doc); err != nil {
+		t.Fatal(err)
+	}
+	change(doc["Resources"].(map[string]any))
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func functionResource(resources map[string]any, name string) map[string]any {
+	for _, r := range resources {
+		res := r.(map[string]any)
+		meta, _ := res["Metadata"].(map[string]any)
+		if path, _ := meta["aws:cdk:path"].(string); strings.HasSuffix(path, "/Functions/"+routes.Camel(name)+"/Function/Resource") {
+			return res
+		}
+	}
+	return nil
+}
+
+func TestADeclaredFunctionMissingFromTheTemplateIsAnErrorNamingIt(t *testing.T) {
+	raw := mutate(t, func(resources map[string]any) {
+		for id, r := range resources {
+			if r.(map[string]any)["Type"] == "AWS::Lambda::Function" && strings.HasPrefix(id, "FunctionsDlqArchiver") {
+				delete(resources, id)
+			}
+		}
+	})
+	tpl, err := template.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tpl.Functions(local)
+	if err == nil || !strings.Contains(err.Error(), "dlq-archiver") {
+		t.Fatalf("functions of a template without the dlq-archiver: %v, want an error naming it", err)
+	}
+}
+
+func TestAnUnresolvableVariableIsAnErrorNamingIt(t *testing.T) {
+	raw := mutate(t, func(resources map[string]any) {
+		res := functionResource(resources, "favorite-game")
+		vars := res["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		vars["RALLY_PARTNER_URL"] = map[string]any{"Fn::ImportValue": "PartnerStack-Url"}
+	})
+	tpl, err := template.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tpl.Functions(local)
+	if err == nil || !strings.Contains(err.Error(), "favorite-game: environment variable RALLY_PARTNER_URL") {
+		t.Fatalf("a variable importing another stack's value: %v, want an error naming the function and variable", err)
+	}
+}
