@@ -38,6 +38,8 @@ func versionID(arn, stage string) string {
 
 // secret finds the secret id names: its ARN, or its name.
 func (s *Server) secret(id string) (string, Secret, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if sec, ok := s.opts.Secrets[id]; ok {
 		return id, sec, true
 	}
@@ -47,6 +49,16 @@ func (s *Server) secret(id string) (string, Secret, bool) {
 		}
 	}
 	return "", Secret{}, false
+}
+
+// AddSecret serves one more secret under arn, or replaces it.
+func (s *Server) AddSecret(arn string, sec Secret) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.Secrets == nil {
+		s.opts.Secrets = map[string]Secret{}
+	}
+	s.opts.Secrets[arn] = sec
 }
 
 // secretsManager serves GetSecretValue and DescribeSecret from

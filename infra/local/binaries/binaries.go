@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/rallyhq/rally/infra/local/policy"
 	"github.com/rallyhq/rally/infra/local/runtimeapi"
 	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/shared/api"
@@ -63,16 +65,17 @@ func Build(ctx context.Context, root, dir string, names ...string) (map[string]s
 
 // Endpoints gives a function the environment that points it at the local
 // stack: its template environment (already resolved for the local stack)
-// plus where its AWS clients connect and with which credentials. Direct is
-// the stand-in until the local AWS endpoint (per-function credentials, the
-// role's statements checked on every call) serves them.
+// plus where its AWS clients connect and with which credentials: Checked
+// through the local AWS endpoint (per-function credentials, the role's
+// statements checked on every call), Direct straight at DynamoDB Local.
 type Endpoints interface {
 	Environ(fn template.Function) (map[string]string, error)
 }
 
 // Direct points the functions straight at DynamoDB Local and the local
-// stack's Invoke API with the local static credentials. Until a local
-// Secrets Manager and Firehose serve them, the cursor secret is given as
+// stack's Invoke API with the local static credentials: what `make invoke`
+// uses, since the stack's AWS endpoint lives in another process. The
+// cursor secret is given as
 // RALLY_CURSOR_KEY (what config reads when no RALLY_SECRET_ARN is set) and
 // analytics go to the local export directory: a deployment still refuses
 // to start without its secret.
@@ -116,6 +119,37 @@ func (d Direct) Environ(fn template.Function) (map[string]string, error) {
 	}
 	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(d.ServiceRoles) > 0 {
 		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), d.ServiceRoles...), ",")
+	}
+	return env, nil
+}
+
+// Caller registers a function with the local AWS endpoint
+// (infra/local/awsapi.Server): its role's statements, for fresh credentials.
+type Caller interface {
+	URL() string
+	AddCaller(function string, statements []policy.Statement) aws.Credentials
+}
+
+// Checked points the functions at the local AWS endpoint, as Lambda gives
+// each function its role: every function gets its own credentials, and
+// each of its calls (DynamoDB, its streams, the secrets, the delivery
+// stream, Invoke) is checked against its role's statements in the
+// template; a call the role does not allow fails with
+// AccessDeniedException.
+type Checked struct {
+	AWS Caller
+	// ServiceRoles are added to each RALLY_SERVICE_ROLES, as in Direct.
+	ServiceRoles []string
+}
+
+// Environ implements Endpoints.
+func (c Checked) Environ(fn template.Function) (map[string]string, error) {
+	env := maps.Clone(fn.Env)
+	creds := c.AWS.AddCaller(fn.Name, fn.Statements)
+	env["AWS_ENDPOINT_URL"] = c.AWS.URL()
+	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
+	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(c.ServiceRoles) > 0 {
+		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), c.ServiceRoles...), ",")
 	}
 	return env, nil
 }
@@ -201,8 +235,8 @@ func (s Stack) Local() template.Local {
 	}
 }
 
-// Endpoints points the binaries at this stack (Direct, until the local
-// AWS endpoint serves them).
+// Endpoints points binaries run beside this stack (`make invoke`) at it:
+// Direct, since its AWS endpoint is in the stack's process.
 func (s Stack) Endpoints(tpl *template.Template) Endpoints {
 	secrets := map[string]string{}
 	for _, sec := range tpl.Secrets(s.Local()) {

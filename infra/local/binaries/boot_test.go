@@ -20,13 +20,16 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/infra/local/apitest"
+	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/binaries"
+	"github.com/rallyhq/rally/infra/local/policy"
 	"github.com/rallyhq/rally/infra/local/runtimeapi"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/infra/local/template/synth"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -84,11 +87,9 @@ func boot(t *testing.T) *booted {
 	// missing a RALLY_TABLE_* variable would look for the unprefixed name
 	// and fail.
 	//
-	// Seam for the local AWS endpoint: once it serves DynamoDB, Secrets
-	// Manager, Firehose and Invoke with per-function credentials and the
-	// role's statements (binaries.Endpoints), the stack points the
-	// binaries at it, and a call a role does not allow fails its sample
-	// here (AccessDeniedException).
+	// The stack points the binaries at the local AWS endpoint, each with
+	// its own credentials and its role's statements: a call a role does
+	// not allow fails its sample here (AccessDeniedException).
 	b.stack = testenv.Stack(t, stack.Options{
 		ServiceRoles: append(slices.Clone(stack.DefaultServiceRoles), sampleRoles...),
 		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins},
@@ -242,16 +243,39 @@ func isRoute(name string) bool {
 // would do after `cdk deploy`.
 func brokenEnvironments(t *testing.T, b *booted) {
 	local := b.stack.Endpoints()
-	start := func(fn template.Function) error {
+	// As the stack runs them: through the local AWS endpoint, each call
+	// checked against the function's statements.
+	endpoints := binaries.Checked{AWS: b.stack.AWS(), ServiceRoles: local.ServiceRoles}
+	newSet := func(fn template.Function) *binaries.Set {
 		set, err := binaries.NewSet(binaries.Options{
-			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: local.Endpoints(b.tpl),
+			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: endpoints,
 			Region: local.Region, AccountID: local.AccountID, Log: b.log,
 		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		defer set.Close()
-		return set.Start(context.Background(), 1)[0].Err
+		t.Cleanup(func() { _ = set.Close() })
+		return set
+	}
+	start := func(fn template.Function) error {
+		return newSet(fn).Start(context.Background(), 1)[0].Err
+	}
+	// answer invokes fn's sample on a fresh instance of it.
+	answer := func(fn template.Function) events.APIGatewayV2HTTPResponse {
+		pool, _ := newSet(fn).Pool(fn.Name)
+		event, err := os.ReadFile(filepath.Join(root, "events", fn.Name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := pool.Invoke(context.Background(), event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(res.Payload, &resp); err != nil {
+			t.Fatalf("%s answered %s: %v", fn.Name, res.Payload, err)
+		}
+		return resp
 	}
 	without := func(name, variable string) template.Function {
 		fn := b.fns[name]
@@ -288,26 +312,35 @@ func brokenEnvironments(t *testing.T, b *booted) {
 		// Starts (the name defaults to the table's logical name) but its
 		// first call finds no such table: the sample fails, never passes.
 		fn := without(routes.FavoriteGame.Function, "RALLY_TABLE_REACTIONS")
-		set, err := binaries.NewSet(binaries.Options{
-			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: local.Endpoints(b.tpl),
-			Region: local.Region, AccountID: local.AccountID, Log: b.log,
-		})
-		if err != nil {
-			t.Fatal(err)
+		if resp := answer(fn); resp.StatusCode < 500 {
+			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS answered %d %s, want a 5xx", resp.StatusCode, resp.Body)
 		}
-		defer set.Close()
-		pool, _ := set.Pool(fn.Name)
-		event, err := os.ReadFile(filepath.Join(root, "events", fn.Name+".json"))
-		if err != nil {
-			t.Fatal(err)
+	})
+	t.Run("missing grant", func(t *testing.T) {
+		// The role loses its grant on the Reactions table: the write is
+		// refused as IAM refuses it, and the sample fails.
+		fn := b.fns[routes.FavoriteGame.Function]
+		reactions := awsapi.TableARN(b.stack.Tables().Of(schema.Reactions))
+		var kept []policy.Statement
+		removed := 0
+		for _, st := range fn.Statements {
+			n := len(st.Resources)
+			st.Resources = slices.DeleteFunc(slices.Clone(st.Resources), func(r string) bool { return strings.HasPrefix(r, reactions) })
+			removed += n - len(st.Resources)
+			if len(st.Resources) > 0 {
+				kept = append(kept, st)
+			}
 		}
-		res, err := pool.Invoke(context.Background(), event)
-		if err != nil {
-			t.Fatal(err)
+		if removed == 0 {
+			t.Fatalf("favorite-game's role grants nothing on %s", reactions)
 		}
-		var resp events.APIGatewayV2HTTPResponse
-		if err := json.Unmarshal(res.Payload, &resp); err != nil || resp.StatusCode < 500 {
-			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS answered %s, want a 5xx", res.Payload)
+		fn.Statements = kept
+		mark := b.log.mark()
+		if resp := answer(fn); resp.StatusCode < 500 {
+			t.Fatalf("favorite-game without its grant on Reactions answered %d %s, want a 5xx", resp.StatusCode, resp.Body)
+		}
+		if logs := b.log.since(mark); !strings.Contains(logs, "AccessDeniedException") && !strings.Contains(logs, "is not authorized to perform") {
+			t.Fatalf("no denied call logged:\n%s", logs)
 		}
 	})
 }

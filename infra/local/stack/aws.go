@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -33,11 +35,12 @@ const errorsPrefix = "errors/"
 // startAWS starts the local AWS endpoint in front of the stack's DynamoDB,
 // cursor key, analytics export and processors.
 func (s *Stack) startAWS() error {
+	s.delivery = &deliveryStream{dir: s.deps.Config.AnalyticsDir}
 	srv, err := awsapi.New(awsapi.Options{
 		DynamoDB: s.ddbURL,
 		Admin:    aws.Credentials{AccessKeyID: s.opts.AccessKeyID, SecretAccessKey: s.opts.SecretAccessKey},
 		Secrets:  map[string]awsapi.Secret{CursorSecretARN: {Current: s.deps.Config.CursorKey}},
-		Firehose: &deliveryStream{dir: s.deps.Config.AnalyticsDir},
+		Firehose: s.delivery,
 		Invoke:   s.invoke,
 		Log:      s.log,
 	})
@@ -71,10 +74,30 @@ func (s *Stack) invoke(ctx context.Context, function string, payload []byte) ([]
 // into its events and writes them to the local export as the delivery
 // stream writes them to S3; a record it cannot read goes under errors/,
 // as format-conversion failures do in AWS.
-type deliveryStream struct{ dir string }
+// Besides AnalyticsStream it takes the names the template gives the
+// delivery stream, for the binaries (Options.Binaries).
+type deliveryStream struct {
+	dir string
+
+	mu    sync.Mutex
+	names []string
+}
+
+// also makes the stream answer to name too.
+func (d *deliveryStream) also(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.names = append(d.names, name)
+}
+
+func (d *deliveryStream) known(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return name == AnalyticsStream || slices.Contains(d.names, name)
+}
 
 func (d *deliveryStream) PutRecords(ctx context.Context, stream string, records [][]byte) ([]bool, error) {
-	if stream != AnalyticsStream {
+	if !d.known(stream) {
 		return nil, fmt.Errorf("%w: the local delivery stream is %s", awsapi.ErrNotFound, AnalyticsStream)
 	}
 	if d.dir == "" {

@@ -198,6 +198,7 @@ type Stack struct {
 	iam       *authorizer.IAM
 	docs      *docs.Server
 	cors      *gateway.CORS
+	delivery  *deliveryStream
 	archive   *deadletters.Archive
 	streams   streamread.Retained
 	pollers   []*poller.Poller
@@ -557,8 +558,23 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
+	// The binaries reach AWS through the local endpoint, each with its
+	// own credentials and its role's statements checked on every call.
+	if s.aws == nil {
+		if err := s.startAWS(); err != nil {
+			return err
+		}
+	}
+	for _, sec := range b.Template.Secrets(local.Local()) {
+		s.aws.AddSecret(sec.ARN, awsapi.Secret{Current: sec.Value})
+	}
+	for _, fn := range fns {
+		if stream, ok := fn.Env["RALLY_FIREHOSE_STREAM"]; ok {
+			s.delivery.also(stream)
+		}
+	}
 	if s.binaries, err = binaries.NewSet(binaries.Options{
-		Functions: fns, Binaries: b.Built, Endpoints: local.Endpoints(b.Template),
+		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, ServiceRoles: local.ServiceRoles},
 		Region: Region, AccountID: authorizer.AccountID, Log: s.opts.Log,
 	}); err != nil {
 		return fmt.Errorf("stack: %w", err)
