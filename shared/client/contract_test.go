@@ -23,6 +23,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streaks"
 )
 
 // method is what the client does for one route: a call with sample
@@ -261,6 +262,22 @@ func TestTheTypesAreTheDocuments(t *testing.T) {
 		}
 		shape(t, fmt.Sprintf("%s %d", key, m.status), reflect.TypeOf(m.out), resp.Value.Content.Get("application/json").Schema.Value, false, enums, seen)
 	}
+	// The document's activity enum names every event type (a player's
+	// one answers 403 from the service route); the client offers those
+	// the points table lets a game server report.
+	var reportable []string
+	for _, et := range streaks.ReportableBy(streaks.GameServers) {
+		reportable = append(reportable, string(et))
+	}
+	if !sameSet(enums["EventType"], reportable) {
+		t.Errorf("EventType: constants %v, what game servers may report %v", enums["EventType"], reportable)
+	}
+	for _, et := range reportable {
+		if !slices.Contains(seen["EventType"], et) {
+			t.Errorf("EventType %s: not in the document's enums %v", et, seen["EventType"])
+		}
+	}
+	delete(enums, "EventType")
 	for typ, consts := range enums {
 		if !sameSet(seen[typ], consts) {
 			t.Errorf("%s: constants %v, the document's enums %v", typ, consts, seen[typ])

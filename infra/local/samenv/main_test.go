@@ -131,8 +131,9 @@ func TestEveryFunctionGetsItsTemplateEnvironmentWithLocalValues(t *testing.T) {
 		if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && roles != strings.Join(stack.DefaultServiceRoles, ",") {
 			t.Errorf("%s: RALLY_SERVICE_ROLES %q", name, roles)
 		}
+		known := append(uses.Tables(), sources(name)...)
 		for v := range env {
-			if strings.HasPrefix(v, "RALLY_TABLE_") && !slices.ContainsFunc(uses.Tables(), func(t schema.Table) bool { return t.EnvVar() == v }) {
+			if strings.HasPrefix(v, "RALLY_TABLE_") && !slices.ContainsFunc(known, func(t schema.Table) bool { return t.EnvVar() == v }) {
 				t.Errorf("%s: given %s, a table it does not use", name, v)
 			}
 		}
@@ -274,4 +275,21 @@ func TestAnUnknownDeployTimeValueIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "RALLY_NEW_THING") || !strings.Contains(err.Error(), "favorite-game") {
 		t.Fatalf("Env = %v, want an error naming favorite-game and RALLY_NEW_THING", err)
 	}
+}
+
+// sources are the tables whose streams function reads: the stack names
+// them to it too (a record's table is known by its stream ARN).
+func sources(function string) []schema.Table {
+	var out []schema.Table
+	for _, p := range routes.Processors() {
+		if p.Function == function {
+			out = append(out, p.Source)
+		}
+	}
+	for _, c := range routes.Consumers() {
+		if c.Function == function {
+			out = append(out, c.Uses.Streams...)
+		}
+	}
+	return out
 }
