@@ -66,7 +66,9 @@ func BenchmarkRebuildJob(b *testing.B) {
 	}
 	seedStart := time.Now()
 	seedBoard(b, db, scores, d, n)
-	b.Logf("seeded %d scores in %v", n, time.Since(seedStart).Round(time.Second))
+	// Progress goes to stderr as it happens: a million-member run takes
+	// hours on DynamoDB Local, and b.Logf prints only at the end.
+	fmt.Fprintf(os.Stderr, "rebuild bench: seeded %d scores in %v\n", n, time.Since(seedStart).Round(time.Second))
 
 	// The floor: every page of the partition, strongly consistent.
 	scanStart := time.Now()
@@ -82,6 +84,7 @@ func BenchmarkRebuildJob(b *testing.B) {
 		scanned += int(out.Count)
 	}
 	scan := time.Since(scanStart)
+	fmt.Fprintf(os.Stderr, "rebuild bench: bare scan of %d items in %v\n", scanned, scan.Round(time.Millisecond))
 
 	store := &jobs.Store{DB: db, Table: names.Of(schema.Jobs)}
 	lb := &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: mirror.New(rdb, nil), Clock: clock.System{}}
@@ -104,6 +107,7 @@ func BenchmarkRebuildJob(b *testing.B) {
 		if job, err = store.Get(ctx, job.ID); err != nil {
 			b.Fatal(err)
 		}
+		fmt.Fprintf(os.Stderr, "rebuild bench: job %d/%d after %d invocations, %v\n", job.Progress.Done, job.Progress.Total, invocations, time.Since(jobStart).Round(time.Second))
 	}
 	took := time.Since(jobStart)
 	b.StopTimer()
