@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/infra/local/gateway"
+	"github.com/rallyhq/rally/infra/local/nodemodules"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -73,31 +74,18 @@ func (s *Server) Assets() (string, error) { return s.dir, s.missing }
 // directory when empty) and each parent up to the module root (the
 // directory holding go.mod), as tests run from their package directory.
 func FindAssets(from string) (string, error) {
-	if from == "" {
-		var err error
-		if from, err = os.Getwd(); err != nil {
-			return "", fmt.Errorf("docs: %w", err)
-		}
-	}
-	dir, err := filepath.Abs(from)
+	dir, ok, err := nodemodules.Find(from, func(nm string) (string, bool) {
+		candidate := filepath.Join(nm, Package)
+		_, err := os.Stat(filepath.Join(candidate, "swagger-ui-bundle.js"))
+		return candidate, err == nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("docs: %w", err)
 	}
-	for {
-		candidate := filepath.Join(dir, "node_modules", Package)
-		if _, err := os.Stat(filepath.Join(candidate, "swagger-ui-bundle.js")); err == nil {
-			return candidate, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
+	if !ok {
+		return "", fmt.Errorf("docs: searched from %s up to the module root: %w", from, ErrNoAssets)
 	}
-	return "", fmt.Errorf("docs: searched from %s up to the module root: %w", from, ErrNoAssets)
+	return dir, nil
 }
 
 // ServeHTTP answers GET (and HEAD) of /docs, /docs/, /docs/rally-docs.js,

