@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/infra/stack"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -304,20 +305,7 @@ func (s *synthesized) ref(token *string) any {
 }
 
 // logicalID is the logical id behind a {"Ref": id} or {"Fn::GetAtt": [id, _]}.
-func logicalID(expr any) string {
-	m, ok := expr.(map[string]any)
-	if !ok {
-		return ""
-	}
-	if id, ok := m["Ref"].(string); ok {
-		return id
-	}
-	if att, ok := m["Fn::GetAtt"].([]any); ok && len(att) == 2 {
-		id, _ := att[0].(string)
-		return id
-	}
-	return ""
-}
+var logicalID = template.LogicalID
 
 // ofType returns the resources of a CloudFormation type by logical id.
 func (s *synthesized) ofType(typ string) map[string]resource {

@@ -294,7 +294,7 @@ func (r *resolver) function(name, id string) (Function, error) {
 	}
 	roleID := ""
 	if role, ok := res.Properties["Role"].(map[string]any); ok {
-		roleID = refID(role)
+		roleID = LogicalID(role)
 	}
 	if roleID == "" || r.t.resources[roleID].Type != "AWS::IAM::Role" {
 		errs = append(errs, fmt.Errorf("template: %s: its Role is not a role of the template", name))
@@ -328,7 +328,7 @@ func (r *resolver) statements(roleID string) ([]policy.Statement, error) {
 	}
 	managed, _ := role.Properties["ManagedPolicyArns"].([]any)
 	for _, arn := range managed {
-		id := refID(arn)
+		id := LogicalID(arn)
 		if r.t.resources[id].Type != "AWS::IAM::ManagedPolicy" {
 			return nil, fmt.Errorf("role %s uses managed policy %v, whose statements are not in the template", roleID, arn)
 		}
@@ -386,15 +386,15 @@ func (r *resolver) statement(raw any) (policy.Statement, error) {
 func attached(roles any, roleID string) bool {
 	list, _ := roles.([]any)
 	for _, x := range list {
-		if refID(x) == roleID {
+		if LogicalID(x) == roleID {
 			return true
 		}
 	}
 	return false
 }
 
-// refID is the logical id of {"Ref": id} or {"Fn::GetAtt": [id, _]}.
-func refID(v any) string {
+// LogicalID is the logical id of {"Ref": id} or {"Fn::GetAtt": [id, _]}.
+func LogicalID(v any) string {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return ""
