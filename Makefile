@@ -12,7 +12,7 @@ BUILD_DIR := build
 # again drop unused methods, which halves every function (see README).
 GOFLAGS_LAMBDA := -tags lambda.norpc,grpcnotrace -trimpath -ldflags "-s -w"
 
-.PHONY: dev invoke test build synth deploy lint clean tools check-go check-node check-java sam-env
+.PHONY: dev invoke test bench build synth deploy lint clean tools check-go check-node check-java sam-env
 
 dev: tools check-java ## Run the local stack on http://localhost:3000 (ARGS=-binaries: every function as its real binary)
 	JSII_DEPRECATED=quiet $(GO) run ./infra/local $(ARGS)
@@ -67,3 +67,6 @@ check-java:
 
 help:
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about N minutes)
+	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)
