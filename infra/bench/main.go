@@ -28,6 +28,7 @@ type bench struct {
 // benches are the report's sections, in order.
 var benches = []bench{
 	{"ranking", benchRanking},
+	{"visible", benchVisible},
 	{"coalescing", benchCoalescing},
 }
 
