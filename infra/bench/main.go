@@ -30,6 +30,7 @@ var benches = []bench{
 	{"ranking", benchRanking},
 	{"visible", benchVisible},
 	{"coalescing", benchCoalescing},
+	{"coldstart", benchColdstart},
 }
 
 func main() {
