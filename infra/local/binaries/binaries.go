@@ -40,6 +40,23 @@ const BuildTags = "lambda.norpc,grpcnotrace"
 // (dir/<name>/bootstrap is not needed: the runtime execs the path) in one
 // go build, which links them in parallel; it returns each one's path.
 func Build(ctx context.Context, root, dir string, names ...string) (map[string]string, error) {
+	return BuildWith(ctx, root, dir, Flags{}, names...)
+}
+
+// Flags are how Build compiles beyond `make build`'s tags.
+type Flags struct {
+	// Race builds with the race detector. A test built with -race builds
+	// its binaries so: they reuse the packages its own build compiled
+	// (instead of compiling every dependency a second time, minutes and
+	// gigabytes on a small machine) and report a race as the tests do.
+	Race bool
+	// Strip leaves out the symbol table and debug information (-s -w, as
+	// `make build` does): a stack trace still names every frame.
+	Strip bool
+}
+
+// BuildWith is Build with flags.
+func BuildWith(ctx context.Context, root, dir string, flags Flags, names ...string) (map[string]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("binaries: %w", err)
 	}
@@ -47,7 +64,14 @@ func Build(ctx context.Context, root, dir string, names ...string) (map[string]s
 	if err != nil {
 		return nil, fmt.Errorf("binaries: %w", err)
 	}
-	args := []string{"build", "-tags", BuildTags, "-o", abs + string(filepath.Separator)}
+	args := []string{"build", "-tags", BuildTags}
+	if flags.Race {
+		args = append(args, "-race")
+	}
+	if flags.Strip {
+		args = append(args, "-ldflags=-s -w")
+	}
+	args = append(args, "-o", abs+string(filepath.Separator))
 	for _, n := range names {
 		args = append(args, "./functions/"+n)
 	}

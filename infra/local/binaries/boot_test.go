@@ -68,7 +68,7 @@ func boot(t *testing.T) *booted {
 	}
 	buildDone := make(chan built, 1)
 	go func() {
-		bins, err := binaries.Build(ctx, root, t.TempDir(), routes.Functions()...)
+		bins, err := binaries.BuildWith(ctx, root, t.TempDir(), binaries.Flags{Race: testenv.Race, Strip: true}, routes.Functions()...)
 		buildDone <- built{bins, err}
 	}()
 	raw, err := synth.Template(root, "dev")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/infra/local/runtimeapi"
+	"github.com/rallyhq/rally/infra/local/testenv"
 )
 
 // build compiles a main package into dir once per test binary.
@@ -31,6 +32,10 @@ func build(t *testing.T, pkg string, tags ...string) string {
 	}
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
+	if testenv.Race {
+		// Reuses what the test build compiled.
+		args = append(args, "-race")
+	}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
