@@ -42,7 +42,7 @@ func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
 				if d.Config.YoungAccountAge > 0 && age.FirstSeen.IsZero() {
 					unseen = caller.Player
 				}
-				if age.Young {
+				if age.Young && c.PerMinute > 0 { // 0: the budget is off
 					c.PerMinute = max(1, c.PerMinute/2)
 				}
 			}
