@@ -231,3 +231,23 @@ func TestAYoungAccountGetsHalfTheBudget(t *testing.T) {
 	refusal, _ = spendUntilRefused(t, c, "veteran", routes.FavoriteBudget.PerMinute)
 	retryAfter(t, refusal)
 }
+
+// A budget an operator turned off (0) stays off for a young account too:
+// halving it must not make it one request a minute.
+func TestABudgetTurnedOffStaysOffForAYoungAccount(t *testing.T) {
+	t.Parallel()
+	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) {
+		c.YoungAccountAge = 24 * time.Hour
+		c.Budgets[routes.FavoriteBudget.Name] = 0
+	}})
+	c := apitest.New(t, s)
+	for i := range routes.FavoriteBudget.PerMinute + 5 {
+		r := favorite(c, "newcomer", fmt.Sprintf("g%d", i))
+		if r.Status != 200 {
+			t.Fatalf("favorite %d of a young account with the favorite budget off: %d %s", i+1, r.Status, r.Body)
+		}
+		if r.Header.Get("RateLimit-Limit") == "1" {
+			t.Fatalf("favorite %d: RateLimit-Limit 1 with the budget off", i+1)
+		}
+	}
+}
