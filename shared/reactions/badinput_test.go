@@ -39,6 +39,7 @@ type badCase struct {
 // Every route refuses bad input with the right 4xx as
 // application/problem+json, and none of it writes anything.
 func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	s, c := startStack(t, "")
 	jwt := s.JWT()
 	mint := func(req authorizer.TokenRequest) string {

@@ -174,14 +174,15 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
-// 200 players favorite, unfavorite, like, unlike and toggle at random, all at
-// once, retrying on transient answers and replaying Idempotency-Keys; within
-// 5 s of the last write every count equals the ACTIVE edges and the
+// 80 players (200 under RALLY_TEST_SCALE=full) favorite, unfavorite, like,
+// unlike and toggle at random, all at once, retrying on transient answers
+// and replaying Idempotency-Keys; within 5 s of the last write every count equals the ACTIVE edges and the
 // all-time trending score the ACTIVE edges that count in trending.
 func TestCountsConvergeUnderConcurrentRandomReactions(t *testing.T) {
 	s, c := startStack(t, "")
 	games, posts := ids("game", 15), ids("post", 15)
-	const players, opsEach = 200, 8
+	t.Parallel()
+	players, opsEach := testenv.Scale(80, 200), 8
 	var wg sync.WaitGroup
 	errc := make(chan error, players)
 	sem := make(chan struct{}, 64)
@@ -270,6 +271,7 @@ func send(c *apitest.Client, call apitest.Call) (apitest.Response, error) {
 // Goroutines favoriting and unfavoriting one game end in the state of the
 // last successful write, and the count agrees.
 func TestRacingFavoriteAndUnfavoriteEndConsistent(t *testing.T) {
+	t.Parallel()
 	s, c := startStack(t, "")
 	var mu sync.Mutex
 	adds, removes := 0, 0
@@ -325,6 +327,7 @@ func TestRacingFavoriteAndUnfavoriteEndConsistent(t *testing.T) {
 // The metrics an operator watches say the same: degraded reads and cache
 // misses during the outage, cache hits again after it.
 func TestReactionsSurviveRedisOutage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := testenv.Redis(t)
 	emitted := testenv.NewEmitted(testenv.FailureLog(t))

@@ -145,6 +145,7 @@ func seen(t *testing.T, c *apitest.Client, players ...string) {
 // made while young takes nothing from trending, which stays what the
 // trusted edges say. The jobs find nothing to repair.
 func TestAYoungAccountCountsButDoesNotTrendUntilItAges(t *testing.T) {
+	t.Parallel()
 	s, c := fraudStack(t, youngFor)
 	clk := s.Clock()
 	day1 := nextYear(11, 20, 9, 0)
@@ -178,6 +179,7 @@ func TestAYoungAccountCountsButDoesNotTrendUntilItAges(t *testing.T) {
 // their flips of another game, and another player's flips of this one,
 // still trend; the next hour they trend again. Likes follow the same rule.
 func TestFlippingAnEdgeTooFastStopsMovingTrendingForTheHour(t *testing.T) {
+	t.Parallel()
 	s, c := fraudStack(t, 0)
 	clk := s.Clock()
 	hour := nextYear(11, 22, 10, 0)
@@ -348,6 +350,7 @@ func rendered(scores map[string]int64) string {
 // days of clock: every count, every trending window and the all-time
 // trending list equal the model's, whatever order equal scores come in.
 func TestTrendingFollowsTheModelOfTheFraudControls(t *testing.T) {
+	t.Parallel()
 	s, c := fraudStack(t, youngFor)
 	clk := s.Clock()
 	rng := rand.New(rand.NewSource(7))

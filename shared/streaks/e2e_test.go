@@ -268,19 +268,20 @@ func deref(s *string) string {
 	return *s
 }
 
-// TestStreaksFollowTheModel plays 60 days of random activity for 200
-// players across zones (DST changes in Berlin and New York, UTC+14, UTC−11,
-// half-hour zones) and checks every streak, longest streak, total, daily
+// TestStreaksFollowTheModel plays 60 days of random activity for 60
+// players (200 under RALLY_TEST_SCALE=full) across zones (DST changes in
+// Berlin and New York, UTC+14, UTC−11, half-hour zones) and checks every streak, longest streak, total, daily
 // history and streak board against a plain model and the Streaks table,
 // with Redis up, with Redis down, and after Redis comes back empty.
 func TestStreaksFollowTheModel(t *testing.T) {
+	t.Parallel()
 	srv := testenv.Redis(t)
 	s := testenv.Stack(t, stack.Options{RedisURL: srv.URL()})
 	c := apitest.New(t, s)
 	zones := []string{"Europe/Berlin", "America/New_York", "Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Kolkata", "Asia/Kathmandu", "UTC"}
 	regions := []string{"eu", "na", "apac", ""}
 	rng := rand.New(rand.NewSource(42))
-	const n = 200
+	n := testenv.Scale(60, 200)
 	players := make([]*mplayer, n)
 	for i := range players {
 		p := &mplayer{id: fmt.Sprintf("p%03d", i), region: regions[i%len(regions)], rate: []float64{0.08, 0.08, 0.25, 0.92}[rng.Intn(4)], days: map[int]*mday{}}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/leaderboards"
 )
 
@@ -30,7 +31,7 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 	ctx := context.Background()
 	s := newStores(t)
 	d := board("prop", leaderboards.Latest, o, tb)
-	const players, period = 300, leaderboards.AllTime
+	players, period := testenv.Scale(120, 300), leaderboards.AllTime
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -73,7 +74,7 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 		index[e.PlayerID] = i
 	}
 
-	if n, err := s.scores.Members(ctx, d.ID, period); err != nil || n != players {
+	if n, err := s.scores.Members(ctx, d.ID, period); err != nil || n != int64(players) {
 		t.Fatalf("members %d (%v), want %d", n, err, players)
 	}
 
