@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -512,5 +513,50 @@ func TestAStalledFinisherNeverSetsAMarkerBack(t *testing.T) {
 	}
 	if n, err := b.Apply(ctx, both, t0); err != nil || n != 0 || count(t, b, "g1") != 0 {
 		t.Fatalf("redelivered: applied %d (count %d), %v; want nothing and 0", n, count(t, b, "g1"), err)
+	}
+}
+
+// An erasure waiting for a user's deletions to be counted finishes what a
+// dead processor committed but left unmarked: the markers are then
+// complete, and once they are forgotten nothing in Counters names the user.
+func TestFinishPendingCompletesWhatADeadProcessorLeft(t *testing.T) {
+	ctx := context.Background()
+	c, w := newCountedCounts(t)
+	const ann = "erased-ann"
+	var deletions []reactions.Change
+	var targets []reactions.Target
+	want := map[reactions.Ref]int64{}
+	for i, game := range []string{"g1", "g2", "g3"} {
+		d := change(ann, game, int64(2+i), false, -1, t0)
+		d.Deleted = true
+		deletions = append(deletions, d)
+		targets = append(targets, d.Target())
+		want[d.Ref] = d.Version
+	}
+	failFirstMarker(w)
+	if _, err := c.Apply(ctx, deletions, t0); !errors.Is(err, errCrash) {
+		t.Fatalf("applied with %v, want the crash", err)
+	}
+	if got, err := c.Markers(ctx, ann); err != nil || maps.Equal(got, want) {
+		t.Fatalf("markers %v (%v) complete before anything finished them", got, err)
+	}
+	if err := c.FinishPending(ctx, targets, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Markers(ctx, ann); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("markers %v (%v), want %v", got, err, want)
+	}
+	if _, err := c.ForgetUser(ctx, ann); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range testenv.TableItems(t, c.DB, c.Table) {
+		if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, ann) {
+			t.Fatalf("an item still names the erased user: %v", it)
+		}
+	}
+	for _, game := range []string{"g1", "g2", "g3"} {
+		if got := count(t, c, game); got != -1 {
+			t.Fatalf("%s counts %d, want the deletion counted once (-1)", game, got)
+		}
 	}
 }

@@ -239,7 +239,7 @@ func changeBuckets(c reactions.Change) []reactions.BucketRef {
 // one left.
 func (s *Counts) applyOnce(ctx context.Context, changes []reactions.Change, now time.Time) (int, error) {
 	runs := byEdge(changes)
-	totals, err := s.readTotals(ctx, runs)
+	totals, err := s.readTotals(ctx, targetsOf(runs))
 	if err != nil {
 		return 0, err
 	}
@@ -314,12 +314,20 @@ func totalKey(t reactions.Target) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(schema.CountersTotalSK)}
 }
 
-// readTotals reads the ver and intent of the totals of the runs' targets.
-func (s *Counts) readTotals(ctx context.Context, runs []*edgeRun) (map[reactions.Target]total, error) {
+// targetsOf lists the runs' targets.
+func targetsOf(runs []*edgeRun) []reactions.Target {
+	targets := make([]reactions.Target, 0, len(runs))
+	for _, r := range runs {
+		targets = append(targets, r.ref.Target())
+	}
+	return targets
+}
+
+// readTotals reads the ver and intent of the totals of targets.
+func (s *Counts) readTotals(ctx context.Context, targets []reactions.Target) (map[reactions.Target]total, error) {
 	totals := map[reactions.Target]total{}
 	var keys []map[string]types.AttributeValue
-	for _, r := range runs {
-		t := r.ref.Target()
+	for _, t := range targets {
 		if _, ok := totals[t]; !ok {
 			totals[t] = total{}
 			keys = append(keys, totalKey(t))

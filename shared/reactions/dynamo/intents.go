@@ -78,6 +78,17 @@ func (in intent) item(now time.Time) map[string]types.AttributeValue {
 	return item
 }
 
+// FinishPending finishes the intents the totals of targets name that are
+// still there: what a processor committed for them but died before marking
+// counted. The erasure calls it before it reads a user's markers.
+func (s *Counts) FinishPending(ctx context.Context, targets []reactions.Target, now time.Time) error {
+	totals, err := s.readTotals(ctx, targets)
+	if err != nil {
+		return err
+	}
+	return s.finishNamed(ctx, totals, now)
+}
+
 // finishNamed finishes the intents the totals name that are still there.
 func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]total, now time.Time) error {
 	named := map[string]bool{}
