@@ -61,8 +61,8 @@ func newIntent(tx []*unit) intent {
 	return in
 }
 
-// item is the intent as stored; its edges are JSON, about a tenth of the
-// size of the same list as DynamoDB maps.
+// item is the intent as stored; its edges are one JSON string, written and
+// read back whole.
 func (in intent) item(now time.Time) map[string]types.AttributeValue {
 	edges, err := json.Marshal(in.edges)
 	if err != nil {
