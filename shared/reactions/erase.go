@@ -3,6 +3,7 @@ package reactions
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
@@ -12,8 +13,9 @@ import (
 // erasure job). Edges are deleted, which the counter processor counts like
 // an unfavorite, so counts and trending are compensated exactly once. The
 // counter's per-edge markers and the user's cached memberships are dropped
-// only after those deletions were counted, so no marker is written again
-// after they are gone; meanwhile the versions waited for are kept durably,
+// only after those deletions were counted (and any counting a dead
+// processor left unmarked was finished, so no intent naming the user
+// stays behind), so no marker is written again after they are gone; meanwhile the versions waited for are kept durably,
 // so an erasure that dies mid-way still knows what it waits for. The
 // user's flip counts (Flips) go with their cached memberships; an
 // instance's own counts forget by themselves within the hour.
@@ -25,6 +27,11 @@ type Eraser struct {
 		EraseUser(ctx context.Context, user string, before func(map[Ref]int64) error) (map[Ref]int64, error)
 	}
 	Counts interface {
+		// FinishPending completes what the counter processor committed
+		// for targets but has not yet marked counted (it died in
+		// between): the markers read next are then complete, and nothing
+		// naming the user waits for a batch that may never come.
+		FinishPending(ctx context.Context, targets []Target, now time.Time) error
 		// Markers returns the last counted version of each of user's edges.
 		Markers(ctx context.Context, user string) (map[Ref]int64, error)
 		// ForgetUser drops user's counted-version markers.
@@ -105,6 +112,18 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 
 func awaitKey(ref Ref) string { return string(ref.Kind) + "#" + ref.TargetID }
 
+// awaitedTargets are the targets of awaited versions (see awaitKey).
+func awaitedTargets(awaited map[string]int64) []Target {
+	targets := make([]Target, 0, len(awaited))
+	for key := range awaited {
+		kind, id, ok := strings.Cut(key, "#")
+		if k, err := ParseKind(kind); ok && err == nil {
+			targets = append(targets, Target{Kind: k, ID: id})
+		}
+	}
+	return targets
+}
+
 // counted reports, waiting up to Wait, whether every deleted edge has been
 // counted.
 func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
@@ -118,7 +137,11 @@ func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
 	}
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond
+	targets := awaitedTargets(awaited)
 	for {
+		if err := e.Counts.FinishPending(ctx, targets, time.Now()); err != nil {
+			return false, err
+		}
 		markers, err := e.Counts.Markers(ctx, user)
 		if err != nil {
 			return false, err

@@ -155,6 +155,10 @@ const (
 	AttrAsOf     = "as_of"
 	AttrGen      = "gen"
 	AttrMarkedAt = "at"
+	// AttrIntent is, on a total, the id of the intent written with it;
+	// AttrEdges is, on an intent, the edges and versions it counted.
+	AttrIntent = "intent"
+	AttrEdges  = "edges"
 	// AttrNewestChange and AttrAppliedAt are a processor's watermark: the
 	// time of the newest change it applied, and when it applied it.
 	AttrNewestChange = "newest_change"
@@ -274,7 +278,7 @@ var Reactions = Table{
 }
 
 // Counters holds durable counts, trending buckets, the counter processor's
-// applied-version markers, stored top-N snapshots, cache dirty markers,
+// applied-version markers and intents, stored top-N snapshots, cache dirty markers,
 // analytics shipped markers, the counter versions pending erasures wait
 // for and the processors' freshness watermarks.
 var Counters = Table{
@@ -292,6 +296,7 @@ var Counters = Table{
 //	{kind}#{target}              total              a reaction target's durable count: count, trend_total, ver, updated_at (reactions/dynamo)
 //	{kind}#{target}              {span}#{start}     a trending bucket, span h or d (reactions.Span): delta, ver, updated_at, expires_at
 //	applied#{user}               {kind}#{target}    the edge version the counter processor last counted: ver, expires_at
+//	intent#{id}                  intent             the edges one counter transaction counted, until their markers are written: edges, expires_at
 //	snapshot#trending#{kind}     {window}           a stored top-N for reads without Redis: items, as_of
 //	cache#{scope}                gen                the generation Redis must reach to be trusted: gen (cachegen)
 //	cache#{scope}#dirty          {redis key}        a key whose Redis value may be wrong: at
@@ -299,11 +304,14 @@ var Counters = Table{
 //	erasure#{user hash}          {kind}#{target}    a counter version a pending erasure waits for: ver, expires_at (privacy)
 //	watermark#{processor}        watermark          how far a stream processor got: newest_change, applied_at (freshness)
 //
-// No reaction kind (reactions.Kind) is applied, snapshot, cache, ship,
-// erasure or watermark, so a target's partition never falls in another family.
+// A total also names the last intent written with it (intent). No reaction
+// kind (reactions.Kind) is applied, intent, snapshot, cache, ship, erasure
+// or watermark, so a target's partition never falls in another family.
 const (
 	CountersTotalSK        = "total"
 	CountersAppliedPrefix  = "applied#"
+	CountersIntentPrefix   = "intent#"
+	CountersIntentSK       = "intent"
 	CountersSnapshotPrefix = "snapshot#trending#"
 	CountersCachePrefix    = "cache#"
 	CountersGenSK          = "gen"

@@ -21,11 +21,12 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// Counts writes four of the Counters table's item families (see
+// Counts writes five of the Counters table's item families (see
 // schema.CountersTotalSK and the keys declared with it): a target's total
-// (its count and its all-time trending total) and its hourly (h#2026112210)
-// and daily (d#20261122) trending buckets under pk {kind}#{target}, the
-// applied markers and the trending snapshots. Counts take every change;
+// (its count, its all-time trending total, and the intent written with it)
+// and its hourly (h#2026112210) and daily (d#20261122) trending buckets
+// under pk {kind}#{target}, the applied markers, the intents (see
+// applyOnce) and the trending snapshots. Counts take every change;
 // trending (the trending total and the buckets) only the changes that
 // count in trending (reactions.Change.Trend).
 const (
@@ -33,8 +34,13 @@ const (
 	dailyRetention  = 9 * 24 * time.Hour
 	// Markers outlive every possible redelivery: stream records live 24h.
 	markerRetention = 48 * time.Hour
-	// maxTransactItems leaves room under DynamoDB's 100-item limit.
+	// maxTransactItems is DynamoDB's limit; a unit leaves room for the
+	// intent.
 	maxTransactItems = ddb.MaxTransact
+	maxUnitItems     = maxTransactItems - 1
+	// maxIntentBytes keeps an intent well under DynamoDB's 400 KB item
+	// limit: a few thousand edges.
+	maxIntentBytes = 300 << 10
 )
 
 // targetKey is a target's key in the by_target index and in Counters.
@@ -80,17 +86,29 @@ var _ reactions.Counts = (*Counts)(nil)
 
 var errRaced = errors.New("another writer applied some of these changes meanwhile")
 
-// Apply counts each change at most once. For every edge it reads the last
-// version counted (a marker), keeps only newer changes, and commits, in one
-// transaction per chunk, the new markers together with the coalesced deltas
-// of their targets: a redelivered batch, or half of one, finds its markers
-// and changes nothing. A chunk that loses a race is re-read and retried.
+// maxRaces is how many times in a row Apply reads again after losing a
+// race without committing anything.
+const maxRaces = 8
+
+// Apply counts each change exactly once, writing each target's total once
+// per batch (see applyOnce). A transaction that loses a race to another
+// writer of its targets is read again from the start, as many times as it
+// takes while changes commit, up to maxRaces losses in a row.
 func (s *Counts) Apply(ctx context.Context, changes []reactions.Change, now time.Time) (int, error) {
 	total := 0
-	for attempt := 0; ; attempt++ {
+	for lost := 0; ; {
 		n, err := s.applyOnce(ctx, changes, now)
 		total += n
-		if err == nil || !errors.Is(err, errRaced) || attempt == 5 {
+		if !errors.Is(err, errRaced) {
+			return total, err
+		}
+		if n > 0 {
+			lost = 0
+		}
+		if lost++; lost == maxRaces {
+			return total, err
+		}
+		if err := ddb.Pause(ctx, lost); err != nil {
 			return total, err
 		}
 	}
@@ -104,40 +122,68 @@ type edgeRun struct {
 
 func (r *edgeRun) maxVersion() int64 { return r.changes[len(r.changes)-1].Version }
 
+// intentBytes is about what r takes in an intent's edges.
+func (r *edgeRun) intentBytes() int { return len(r.ref.UserID) + 24 }
+
+// total is what applyOnce reads of a target's total item.
+type total struct {
+	ver    int64  // 0: no total yet
+	intent string // the intent written with it, if any
+}
+
+// unit is what one transaction writes of one target: its total and
+// buckets, for the changes of its edges.
 type unit struct {
-	target  reactions.Target
+	target reactions.Target
+	// expect is the total's ver the transaction requires (0: no total).
+	expect  int64
 	edges   []*edgeRun
 	buckets map[reactions.BucketRef]int64
 	delta   int64 // of the count
 	trend   int64 // of the all-time trending total
+	bytes   int   // of its edges in the intent
 }
 
-func newUnit(t reactions.Target) *unit {
-	return &unit{target: t, buckets: map[reactions.BucketRef]int64{}}
+func newUnit(t reactions.Target, expect int64) *unit {
+	return &unit{target: t, expect: expect, buckets: map[reactions.BucketRef]int64{}}
 }
 
-// items is how many transaction items the unit writes: a marker per edge,
-// the total, and a bucket per span touched (an upper bound: buckets whose
-// deltas cancel out are skipped when written).
-func (u *unit) items() int { return len(u.edges) + 1 + len(u.buckets) }
-
-// growth is how many items adding r would add.
-func (u *unit) growth(r *edgeRun) int {
+// items is how many transaction items the unit writes: its total, always
+// (its ver guards the target against racing writers, even when the count
+// does not move), and every bucket that moves.
+func (u *unit) items() int {
 	n := 1
-	seen := map[reactions.BucketRef]bool{}
-	for _, c := range r.changes {
-		for _, b := range changeBuckets(c) {
-			if _, ok := u.buckets[b]; !ok && !seen[b] {
-				seen[b] = true
-				n++
-			}
+	for _, d := range u.buckets {
+		if d != 0 {
+			n++
 		}
 	}
 	return n
 }
 
+// fits reports whether r may join the unit: a unit takes at most a
+// transaction's items (its total and a bucket per span touched, counting
+// buckets whose deltas may yet cancel out) and a share of an intent.
+func (u *unit) fits(r *edgeRun) bool {
+	if len(u.edges) == 0 {
+		return true
+	}
+	buckets := len(u.buckets)
+	seen := map[reactions.BucketRef]bool{}
+	for _, c := range r.changes {
+		for _, b := range changeBuckets(c) {
+			if _, ok := u.buckets[b]; !ok && !seen[b] {
+				seen[b] = true
+				buckets++
+			}
+		}
+	}
+	return 1+buckets <= maxUnitItems && u.bytes+r.intentBytes() <= maxIntentBytes
+}
+
 func (u *unit) add(r *edgeRun) {
 	u.edges = append(u.edges, r)
+	u.bytes += r.intentBytes()
 	for _, c := range r.changes {
 		u.delta += int64(c.Delta)
 		if c.Trend {
@@ -158,47 +204,166 @@ func changeBuckets(c reactions.Change) []reactions.BucketRef {
 	return []reactions.BucketRef{reactions.BucketOf(reactions.Hourly, c.At), reactions.BucketOf(reactions.Daily, c.At)}
 }
 
+// applyOnce applies a batch once, exactly once per change, and writes each
+// target's total once:
+//
+//  1. It reads the touched targets' totals (each names the intent written
+//     with it), then the intents they name, then the markers of the
+//     batch's edges (an edge's marker is the last version counted).
+//  2. It finishes every intent still there: the transaction that wrote it
+//     committed, but its markers may not all be written yet.
+//  3. It drops the changes at or below their edge's marker, coalesces the
+//     rest into one unit per target, and commits units in transactions:
+//     per target the total, on condition its ver is still the one read
+//     (bumping ver and naming the transaction's intent) and the buckets
+//     that move, plus one intent item listing every edge counted with the
+//     version counted.
+//  4. After each commit it finishes the transaction's own intent: writes
+//     the markers, then deletes the intent.
+//
+// A crash between a commit and the end of its intent leaves the counts
+// right and the intent behind; the next batch that touches any of its
+// targets (the redelivery of this one) finishes it before it reads
+// markers. An intent is finished before any newer transaction on its
+// targets commits: the newer one read the total naming it, and its ver
+// condition fails if another commit came between. The read order is what
+// makes this exact: markers read before the totals could miss those an
+// intent finished between the two reads, pairing a total's new ver with
+// old markers. Markers only ever grow (each write is conditional), so a
+// finisher that stalled never sets one back.
+//
+// A target's unit is split over several transactions only when it would
+// not fit one: more than maxUnitItems-1 buckets (changes spread over days),
+// or edges filling more than maxIntentBytes of an intent (thousands of
+// edges). Its parts commit in order, each expecting the ver the previous
+// one left.
 func (s *Counts) applyOnce(ctx context.Context, changes []reactions.Change, now time.Time) (int, error) {
-	runs, err := s.unapplied(ctx, changes)
-	if err != nil || len(runs) == 0 {
+	runs := byEdge(changes)
+	totals, err := s.readTotals(ctx, targetsOf(runs))
+	if err != nil {
+		return 0, err
+	}
+	if err := s.finishNamed(ctx, totals, now); err != nil {
+		return 0, err
+	}
+	if err := s.readMarkers(ctx, runs); err != nil {
 		return 0, err
 	}
 	applied := 0
-	for _, tx := range pack(runs) {
-		items, n := s.transactItems(tx, now)
+	for _, tx := range pack(coalesce(unapplied(runs), totals)) {
+		in := newIntent(tx)
+		items, n := s.transactItems(tx, in, now)
 		_, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if failed, ok := ddb.CancelledBy(err); ok && len(failed) > 0 {
+		if raced(err) {
 			return applied, errRaced
 		}
 		if err != nil {
 			return applied, fmt.Errorf("apply %d reaction changes: %w", n, err)
 		}
 		applied += n
+		if err := s.finish(ctx, in, now); err != nil {
+			return applied, fmt.Errorf("mark %d reaction changes counted: %w", n, err)
+		}
 	}
 	return applied, nil
 }
 
-// unapplied groups changes by edge and drops those at or below the edge's
-// marker.
-func (s *Counts) unapplied(ctx context.Context, changes []reactions.Change) ([]*edgeRun, error) {
+// raced reports whether a transaction was cancelled by another writer: a
+// total's ver moved on, or a transaction on the same items ran at once.
+func raced(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if code := aws.ToString(r.Code); code == "ConditionalCheckFailed" || code == "TransactionConflict" {
+			return true
+		}
+	}
+	return false
+}
+
+// byEdge groups changes by edge, in the order edges first appear, each
+// edge's changes by version without repeats.
+func byEdge(changes []reactions.Change) []*edgeRun {
 	byRef := map[reactions.Ref]*edgeRun{}
-	var order []*edgeRun
+	var runs []*edgeRun
 	for _, c := range changes {
 		r := byRef[c.Ref]
 		if r == nil {
 			r = &edgeRun{ref: c.Ref}
 			byRef[c.Ref] = r
-			order = append(order, r)
+			runs = append(runs, r)
 		}
 		r.changes = append(r.changes, c)
 	}
-	keys := make([]map[string]types.AttributeValue, 0, len(order))
-	for _, r := range order {
+	for _, r := range runs {
+		sort.SliceStable(r.changes, func(i, j int) bool { return r.changes[i].Version < r.changes[j].Version })
+		keep := r.changes[:1]
+		for _, c := range r.changes[1:] {
+			if c.Version > keep[len(keep)-1].Version {
+				keep = append(keep, c)
+			}
+		}
+		r.changes = keep
+	}
+	return runs
+}
+
+func totalKey(t reactions.Target) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(targetKey(t)), schema.AttrSK: ddb.S(schema.CountersTotalSK)}
+}
+
+// targetsOf lists the runs' targets.
+func targetsOf(runs []*edgeRun) []reactions.Target {
+	targets := make([]reactions.Target, 0, len(runs))
+	for _, r := range runs {
+		targets = append(targets, r.ref.Target())
+	}
+	return targets
+}
+
+// readTotals reads the ver and intent of the totals of targets.
+func (s *Counts) readTotals(ctx context.Context, targets []reactions.Target) (map[reactions.Target]total, error) {
+	totals := map[reactions.Target]total{}
+	var keys []map[string]types.AttributeValue
+	for _, t := range targets {
+		if _, ok := totals[t]; !ok {
+			totals[t] = total{}
+			keys = append(keys, totalKey(t))
+		}
+	}
+	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true, schema.AttrPK, schema.AttrVer, schema.AttrIntent)
+	if err != nil {
+		return nil, fmt.Errorf("read totals: %w", err)
+	}
+	for _, it := range items {
+		var tot struct {
+			PK     string `dynamodbav:"pk"`
+			Ver    int64  `dynamodbav:"ver"`
+			Intent string `dynamodbav:"intent"`
+		}
+		if err := attributevalue.UnmarshalMap(it, &tot); err != nil {
+			return nil, fmt.Errorf("decode a total: %w", err)
+		}
+		if t, ok := parseTargetKey(tot.PK); ok {
+			totals[t] = total{ver: tot.Ver, intent: tot.Intent}
+		}
+	}
+	return totals, nil
+}
+
+// readMarkers sets each run's seen to its edge's marker.
+func (s *Counts) readMarkers(ctx context.Context, runs []*edgeRun) error {
+	byRef := make(map[reactions.Ref]*edgeRun, len(runs))
+	keys := make([]map[string]types.AttributeValue, 0, len(runs))
+	for _, r := range runs {
+		byRef[r.ref] = r
 		keys = append(keys, markerKey(r.ref))
 	}
 	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true)
 	if err != nil {
-		return nil, fmt.Errorf("read applied markers: %w", err)
+		return fmt.Errorf("read applied markers: %w", err)
 	}
 	for _, it := range items {
 		var m struct {
@@ -207,7 +372,7 @@ func (s *Counts) unapplied(ctx context.Context, changes []reactions.Change) ([]*
 			Ver int64  `dynamodbav:"ver"`
 		}
 		if err := attributevalue.UnmarshalMap(it, &m); err != nil {
-			return nil, fmt.Errorf("decode applied marker: %w", err)
+			return fmt.Errorf("decode applied marker: %w", err)
 		}
 		t, ok := parseTargetKey(m.SK)
 		if !ok {
@@ -218,55 +383,74 @@ func (s *Counts) unapplied(ctx context.Context, changes []reactions.Change) ([]*
 			r.seen = m.Ver
 		}
 	}
-	var runs []*edgeRun
-	for _, r := range order {
-		sort.Slice(r.changes, func(i, j int) bool { return r.changes[i].Version < r.changes[j].Version })
+	return nil
+}
+
+// unapplied drops the changes at or below their edge's marker, and the
+// edges left with none.
+func unapplied(runs []*edgeRun) []*edgeRun {
+	var out []*edgeRun
+	for _, r := range runs {
 		var keep []reactions.Change
 		for _, c := range r.changes {
-			if c.Version > r.seen && (len(keep) == 0 || keep[len(keep)-1].Version < c.Version) {
+			if c.Version > r.seen {
 				keep = append(keep, c)
 			}
 		}
 		if len(keep) > 0 {
 			r.changes = keep
-			runs = append(runs, r)
+			out = append(out, r)
 		}
 	}
-	return runs, nil
+	return out
 }
 
-// pack groups edge runs into units per target, splitting a target's unit
-// when it would exceed a transaction, and units into transactions of at
-// most maxTransactItems items, never two units of one target in one
-// transaction (a transaction may touch an item only once).
-func pack(runs []*edgeRun) [][]*unit {
-	var units []*unit
-	open := map[reactions.Target]*unit{}
+// coalesce groups runs into one unit per target, in the order targets
+// first appear, splitting a target's only when it would not fit one
+// transaction (see unit.fits); each part expects the ver its predecessor
+// leaves.
+func coalesce(runs []*edgeRun, totals map[reactions.Target]total) []*unit {
+	var targets []reactions.Target
+	byTarget := map[reactions.Target][]*edgeRun{}
 	for _, r := range runs {
 		t := r.ref.Target()
-		u := open[t]
-		if u == nil {
-			u = newUnit(t)
-			open[t] = u
-			units = append(units, u)
-		} else if u.items()+u.growth(r) > maxTransactItems {
-			u = newUnit(t)
-			open[t] = u
-			units = append(units, u)
+		if _, ok := byTarget[t]; !ok {
+			targets = append(targets, t)
 		}
-		u.add(r)
+		byTarget[t] = append(byTarget[t], r)
 	}
+	var units []*unit
+	for _, t := range targets {
+		u := newUnit(t, totals[t].ver)
+		for _, r := range byTarget[t] {
+			if !u.fits(r) {
+				units = append(units, u)
+				u = newUnit(t, u.expect+1)
+			}
+			u.add(r)
+		}
+		units = append(units, u)
+	}
+	return units
+}
+
+// pack groups units into transactions of at most maxTransactItems items
+// (one of them the intent) whose intent stays within maxIntentBytes, never
+// two units of one target in one transaction (a transaction may touch an
+// item only once, and a target's parts must commit in order).
+func pack(units []*unit) [][]*unit {
 	var txs [][]*unit
 	var cur []*unit
-	size := 0
+	size, bytes := 1, 0
 	inTx := map[reactions.Target]bool{}
 	for _, u := range units {
-		if len(cur) > 0 && (size+u.items() > maxTransactItems || inTx[u.target]) {
+		if len(cur) > 0 && (size+u.items() > maxTransactItems || bytes+u.bytes > maxIntentBytes || inTx[u.target]) {
 			txs = append(txs, cur)
-			cur, size, inTx = nil, 0, map[reactions.Target]bool{}
+			cur, size, bytes, inTx = nil, 1, 0, map[reactions.Target]bool{}
 		}
 		cur = append(cur, u)
 		size += u.items()
+		bytes += u.bytes
 		inTx[u.target] = true
 	}
 	if len(cur) > 0 {
@@ -282,43 +466,33 @@ func markerKey(ref reactions.Ref) map[string]types.AttributeValue {
 	}
 }
 
-func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWriteItem, int) {
-	var items []types.TransactWriteItem
-	n := 0
+// transactItems writes, for each unit, its total and its buckets that
+// move, and the intent; n is how many changes it counts.
+func (s *Counts) transactItems(tx []*unit, in intent, now time.Time) (items []types.TransactWriteItem, n int) {
 	ver := expression.Name(schema.AttrVer)
 	stamp := expression.Value(ddb.FormatTime(now))
 	for _, u := range tx {
 		for _, r := range u.edges {
 			n += len(r.changes)
-			key := markerKey(r.ref)
-			// The marker must still be the one unapplied read.
-			seen := ver.Equal(expression.Value(r.seen))
-			if r.seen == 0 {
-				seen = expression.Name(schema.AttrPK).AttributeNotExists().Or(seen)
-			}
-			marker := map[string]types.AttributeValue{
-				schema.AttrPK:  key[schema.AttrPK],
-				schema.AttrSK:  key[schema.AttrSK],
-				schema.AttrVer: ddb.N(r.maxVersion()),
-				schema.TTL:     ddb.N(now.Add(markerRetention).Unix()),
-			}
-			items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(s.Table, marker,
-				ddb.MustBuild(expression.NewBuilder().WithCondition(seen)))})
 		}
+		// The total must still be the one read: no other transaction
+		// counted changes of the target since.
+		seen := ver.Equal(expression.Value(u.expect))
+		if u.expect == 0 {
+			seen = expression.Name(schema.AttrPK).AttributeNotExists().Or(seen)
+		}
+		count, trend := expression.Name(schema.AttrCount), expression.Name(schema.AttrTrendTotal)
+		// A total written before the trending total existed trends as
+		// its count: every edge it counted was in trending.
+		trendWas := expression.IfNotExists(trend, expression.IfNotExists(count, expression.Value(0)))
+		tot := expression.Add(count, expression.Value(u.delta)).
+			Set(trend, expression.Plus(trendWas, expression.Value(u.trend))).
+			Add(ver, expression.Value(1)).
+			Set(expression.Name(schema.AttrIntent), expression.Value(in.id)).
+			Set(expression.Name(schema.AttrUpdatedAt), stamp)
+		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, totalKey(u.target),
+			ddb.MustBuild(expression.NewBuilder().WithCondition(seen).WithUpdate(tot)))})
 		tk := ddb.S(targetKey(u.target))
-		if u.delta != 0 || u.trend != 0 {
-			count, trend := expression.Name(schema.AttrCount), expression.Name(schema.AttrTrendTotal)
-			// A total written before the trending total existed trends as
-			// its count: every edge it counted was in trending.
-			trendWas := expression.IfNotExists(trend, expression.IfNotExists(count, expression.Value(0)))
-			total := expression.Add(count, expression.Value(u.delta)).
-				Set(trend, expression.Plus(trendWas, expression.Value(u.trend))).
-				Add(ver, expression.Value(1)).
-				Set(expression.Name(schema.AttrUpdatedAt), stamp)
-			key := map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(schema.CountersTotalSK)}
-			items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, key,
-				ddb.MustBuild(expression.NewBuilder().WithUpdate(total)))})
-		}
 		for b, d := range u.buckets {
 			if d == 0 {
 				continue
@@ -336,6 +510,7 @@ func (s *Counts) transactItems(tx []*unit, now time.Time) ([]types.TransactWrite
 				ddb.MustBuild(expression.NewBuilder().WithUpdate(bucket)))})
 		}
 	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.Table), Item: in.item(now)}})
 	return items, n
 }
 
