@@ -332,7 +332,7 @@ func TestStreaksFollowTheModel(t *testing.T) {
 		rejected += p.rejected
 	}
 	t.Logf("%d activities by %d players over 60 days: longest streak %d, %d live at the end, %d zone changes refused", played, n, longest, live, rejected)
-	if longest < 20 || live < 40 || rejected == 0 {
+	if longest < 20 || live < n/5 || rejected == 0 {
 		t.Fatal("the random play did not exercise long streaks, live boards and the zone-change limit")
 	}
 

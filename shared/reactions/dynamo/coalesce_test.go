@@ -319,6 +319,7 @@ func newCountedCounts(t *testing.T) (*dynamo.Counts, *writeCounter) {
 // game's count once, with a constant number of intent records, and counts
 // every favorite.
 func TestAHotGameIsWrittenOncePerBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, w := newCountedCounts(t)
 	batch, want := zipfBatch()
@@ -376,6 +377,7 @@ func failFirstMarker(w *writeCounter) {
 // touches its targets next (the redelivered batch, or another batch)
 // finishes it, and no change is counted twice.
 func TestACrashBeforeTheMarkersCountsNothingTwice(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	batch, want := zipfBatch()
 	// late is a new favorite of every game, by a user of its own.
@@ -430,6 +432,7 @@ func TestACrashBeforeTheMarkersCountsNothingTwice(t *testing.T) {
 // Two processors applying the same batch at once (a redelivery racing the
 // first delivery) count each change once between them.
 func TestRacingProcessorsCountEachChangeOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newCounts(t)
 	batch, want := zipfBatch()
@@ -459,6 +462,7 @@ func TestRacingProcessorsCountEachChangeOnce(t *testing.T) {
 // A batch bisected after a failure is applied in halves, then delivered
 // whole again: every change counts once.
 func TestBisectedBatchesCountEachChangeOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newCounts(t)
 	batch, want := zipfBatch()
