@@ -54,8 +54,11 @@ import (
 	"github.com/rallyhq/rally/infra/stack"
 )
 
+// main does not call jsii.Close: the runtime already waits on its node
+// process, and closing it as well is a race (-race reports it when `make
+// test` synthesizes through this app). Node exits when this process's pipe
+// to it closes.
 func main() {
-	defer jsii.Close()
 	app := awscdk.NewApp(nil)
 	props, err := propsFromContext(app)
 	if err == nil {
