@@ -26,7 +26,9 @@ type bench struct {
 }
 
 // benches are the report's sections, in order.
-var benches = []bench{}
+var benches = []bench{
+	{"roundtrips", benchRoundTrips},
+}
 
 func main() {
 	out := flag.String("out", "BENCHMARKS.md", "the report to write")
