@@ -28,6 +28,8 @@ type bench struct {
 // benches are the report's sections, in order.
 var benches = []bench{
 	{"roundtrips", benchRoundTrips},
+	{"latency", benchLatency},
+	{"capacity", benchCapacity},
 }
 
 func main() {

@@ -27,7 +27,9 @@ type routesMeter struct {
 // written, and its calls by operation. Failed calls (a condition that did
 // not hold) report no capacity: they are counted apart.
 type routesUsage struct {
-	RCU, WCU float64
+	// IndexRCU and IndexWCU are the part of RCU and WCU the tables'
+	// secondary indexes took.
+	RCU, WCU, IndexRCU, IndexWCU float64
 	Calls    map[string]int
 	Failed   int
 }
@@ -59,9 +61,11 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 	if err != nil {
 		u.Failed++
 	} else {
-		r, w := routesCapacityOf(op, out.Result)
-		u.RCU += r
-		u.WCU += w
+		c := routesCapacityOf(op, out.Result)
+		u.RCU += c.RCU
+		u.WCU += c.WCU
+		u.IndexRCU += c.IndexRCU
+		u.IndexWCU += c.IndexWCU
 	}
 	m.by[fn] = u
 	return out, md, err
@@ -82,7 +86,7 @@ func (m *routesMeter) Of(fn string) routesUsage {
 
 // Minus is what u consumed since before.
 func (u routesUsage) Minus(before routesUsage) routesUsage {
-	d := routesUsage{RCU: u.RCU - before.RCU, WCU: u.WCU - before.WCU, Failed: u.Failed - before.Failed, Calls: map[string]int{}}
+	d := routesUsage{RCU: u.RCU - before.RCU, WCU: u.WCU - before.WCU, IndexRCU: u.IndexRCU - before.IndexRCU, IndexWCU: u.IndexWCU - before.IndexWCU, Failed: u.Failed - before.Failed, Calls: map[string]int{}}
 	for k, v := range u.Calls {
 		if n := v - before.Calls[k]; n > 0 {
 			d.Calls[k] = n
@@ -101,35 +105,42 @@ func (u routesUsage) String() string {
 	return strings.Join(parts, ", ")
 }
 
-var routesTotal = reflect.ValueOf(types.ReturnConsumedCapacityTotal)
+var routesIndexes = reflect.ValueOf(types.ReturnConsumedCapacityIndexes)
 
-// routesAskCapacity sets ReturnConsumedCapacity=TOTAL on a DynamoDB input
-// that has the field and leaves it alone otherwise.
+// routesAskCapacity sets ReturnConsumedCapacity=INDEXES (the total, and
+// what the table and each index took of it) on a DynamoDB input that has
+// the field and leaves it alone otherwise.
 func routesAskCapacity(params any) {
 	v := reflect.ValueOf(params)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return
 	}
 	f := v.Elem().FieldByName("ReturnConsumedCapacity")
-	if f.IsValid() && f.CanSet() && f.Type() == routesTotal.Type() {
-		f.Set(routesTotal)
+	if f.IsValid() && f.CanSet() && f.Type() == routesIndexes.Type() {
+		f.Set(routesIndexes)
 	}
 }
 
 // routesReadOps are the operations whose capacity is read capacity.
 var routesReadOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true, "Scan": true, "TransactGetItems": true}
 
-// routesCapacityOf is the read and write capacity a DynamoDB output
-// reports (ConsumedCapacity, one or a list): its read and write units when
-// given, else its total, counted as read or write by the operation.
-func routesCapacityOf(op string, result any) (rcu, wcu float64) {
+// routesCapacity is what one call consumed: read and write units, and
+// the part of them its secondary indexes took.
+type routesCapacity struct{ RCU, WCU, IndexRCU, IndexWCU float64 }
+
+// routesCapacityOf is the capacity a DynamoDB output reports
+// (ConsumedCapacity, one or a list): its read and write units when given,
+// else its total, counted as read or write by the operation. A
+// TransactWriteItems is doubled: DynamoDB bills two WCU per item written
+// in a transaction, DynamoDB Local reports one.
+func routesCapacityOf(op string, result any) (c routesCapacity) {
 	v := reflect.ValueOf(result)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return 0, 0
+		return c
 	}
 	f := v.Elem().FieldByName("ConsumedCapacity")
 	if !f.IsValid() {
-		return 0, 0
+		return c
 	}
 	var all []types.ConsumedCapacity
 	switch c := f.Interface().(type) {
@@ -140,18 +151,33 @@ func routesCapacityOf(op string, result any) (rcu, wcu float64) {
 	case []types.ConsumedCapacity:
 		all = c
 	}
-	for _, c := range all {
+	for _, cc := range all {
 		switch {
-		case c.ReadCapacityUnits != nil || c.WriteCapacityUnits != nil:
-			rcu += routesDeref(c.ReadCapacityUnits)
-			wcu += routesDeref(c.WriteCapacityUnits)
+		case cc.ReadCapacityUnits != nil || cc.WriteCapacityUnits != nil:
+			c.RCU += routesDeref(cc.ReadCapacityUnits)
+			c.WCU += routesDeref(cc.WriteCapacityUnits)
 		case routesReadOps[op]:
-			rcu += routesDeref(c.CapacityUnits)
+			c.RCU += routesDeref(cc.CapacityUnits)
 		default:
-			wcu += routesDeref(c.CapacityUnits)
+			c.WCU += routesDeref(cc.CapacityUnits)
+		}
+		var index float64
+		for _, ic := range cc.GlobalSecondaryIndexes {
+			index += routesDeref(ic.CapacityUnits)
+		}
+		for _, ic := range cc.LocalSecondaryIndexes {
+			index += routesDeref(ic.CapacityUnits)
+		}
+		if routesReadOps[op] {
+			c.IndexRCU += index
+		} else {
+			c.IndexWCU += index
 		}
 	}
-	return rcu, wcu
+	if op == "TransactWriteItems" {
+		c.RCU, c.WCU, c.IndexRCU, c.IndexWCU = 2*c.RCU, 2*c.WCU, 2*c.IndexRCU, 2*c.IndexWCU
+	}
+	return c
 }
 
 func routesDeref(p *float64) float64 {
