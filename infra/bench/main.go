@@ -30,6 +30,7 @@ var benches = []bench{
 	{"roundtrips", benchRoundTrips},
 	{"latency", benchLatency},
 	{"capacity", benchCapacity},
+	{"throughput", benchThroughput},
 }
 
 func main() {

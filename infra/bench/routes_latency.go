@@ -31,8 +31,8 @@ type routesPhase struct {
 
 // routesPhases are the latency section's concurrencies.
 var routesPhases = []routesPhase{
-	{Concurrency: 1, Warm: routesPool, Requests: 300, Min: 150, For: 5 * time.Second},
-	{Concurrency: 32, Warm: routesPool, Requests: 2000, Min: 500, For: 8 * time.Second},
+	{Concurrency: 1, Warm: routesPool, Requests: 300, Min: 100, For: 5 * time.Second},
+	{Concurrency: 32, Warm: routesPool, Requests: 2000, Min: 400, For: 8 * time.Second},
 }
 
 // routesPool is how many players the load is spread over: each has made a

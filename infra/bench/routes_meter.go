@@ -30,8 +30,8 @@ type routesUsage struct {
 	// IndexRCU and IndexWCU are the part of RCU and WCU the tables'
 	// secondary indexes took.
 	RCU, WCU, IndexRCU, IndexWCU float64
-	Calls    map[string]int
-	Failed   int
+	Calls                        map[string]int
+	Failed                       int
 }
 
 func newRoutesMeter() *routesMeter { return &routesMeter{by: map[string]routesUsage{}} }
