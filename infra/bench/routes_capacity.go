@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
@@ -38,9 +40,15 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 			"Transactions: DynamoDB charges two units per item in a transaction; DynamoDB Local reports a TransactWriteItems at one WCU per item (and a TransactGetItems at two RCU per item), so the meter doubles TransactWriteItems' figure to what DynamoDB bills. " +
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
 			"The floor is the capacity of the item operations the route cannot avoid on its tables (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves), before the writes its tables' secondary indexes add (the note gives their part); ratio = value / floor. " +
-			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes.",
+			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes. " +
+			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section.",
 	}
-	st, err := routesStart(ctx, env, "bench-cap", 12, nil)
+	// Periodic work is not a request's: the cache-generation check (once
+	// a second per function) and the processors' top-N snapshots (every
+	// 10 s) wait an hour here.
+	st, err := routesStart(ctx, env, "bench-cap", 12, func(c *config.Config) {
+		c.CacheCheckEvery, c.SnapshotEvery = time.Hour, time.Hour
+	})
 	if err != nil {
 		return sec, err
 	}
@@ -48,6 +56,9 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 	// The latency section's loads name their games, players and boards
 	// "lat-"; their seed is the same.
 	if err := routesSeedReads(ctx, st, "lat"); err != nil {
+		return sec, err
+	}
+	if err := st.warmPlayers(ctx); err != nil {
 		return sec, err
 	}
 	loads := map[string]routesLoad{}

@@ -102,6 +102,7 @@ func benchLatency(ctx context.Context, env *Env) (Section, error) {
 			"TransactWriteItems of 2 items for a route that makes a transaction, PutItem of one small item for other writes, GetItem for reads; ratio = value / floor. " +
 			"The load generator, the gateway, the handlers, the processors applying the writes, redis-server and DynamoDB Local's JVM all share this machine's cores.",
 	}
+	sec.Intro += " The machine's load average was " + routesLoadAverage() + " as the section started: on a busy machine the p99s are mostly scheduling, the p50s compare better."
 	st, err := routesStart(ctx, env, "bench-lat", 11, nil)
 	if err != nil {
 		return sec, err
@@ -114,6 +115,7 @@ func benchLatency(ctx context.Context, env *Env) (Section, error) {
 	if err != nil {
 		return sec, err
 	}
+	defer floors.Close()
 	for _, l := range routesLatencyLoads() {
 		next := 0
 		var kind string
@@ -145,7 +147,7 @@ func benchLatency(ctx context.Context, env *Env) (Section, error) {
 			if err != nil {
 				return sec, err
 			}
-			note := fmt.Sprintf("%d requests; the route makes %s per request", len(took), routesPerRequest(used, len(took)))
+			note := fmt.Sprintf("%d requests; DynamoDB calls per request: %s", len(took), routesPerRequest(used, len(took)))
 			for _, p := range []float64{50, 99} {
 				v, f := Percentile(took, p), Percentile(floor, p)
 				sec.Rows = append(sec.Rows, Row{
@@ -317,6 +319,9 @@ func (f *routesFloors) item(pk string) map[string]types.AttributeValue {
 		"payload":    &types.AttributeValueMemberS{Value: strings.Repeat("x", 64)},
 	}
 }
+
+// Close deletes the floors' table.
+func (f *routesFloors) Close() { routesDropTables(f.db, f.table) }
 
 // call makes one bare call of kind.
 func (f *routesFloors) call(ctx context.Context, kind string, i int) error {

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // routesBudget is every budget while the route sections run: high enough
@@ -90,10 +93,28 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 	}, nil
 }
 
-// Close stops the stack and removes its state directory.
+// Close stops the stack, deletes its tables (DynamoDB Local slows down as
+// the tables and streams it holds grow, and the next sections share it)
+// and removes its state directory.
 func (s *routesStack) Close() {
 	s.Stack.Close()
+	var names []string
+	for _, t := range schema.Tables() {
+		names = append(names, s.Tables().Of(t))
+	}
+	routesDropTables(s.DB(), names...)
 	os.RemoveAll(s.dir)
+}
+
+// routesDropTables deletes tables, saying on stderr which it could not.
+func routesDropTables(db *dynamodb.Client, names ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range names {
+		if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &n}); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: delete table %s: %v\n", n, err)
+		}
+	}
 }
 
 // token is a player token for sub, minted once.
@@ -213,4 +234,26 @@ func (t *routesTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// warmPlayers makes one request of each player of the pool, so what a
+// player's first request does (recording when Rally first saw them) is
+// not in what is measured after.
+func (s *routesStack) warmPlayers(ctx context.Context) error {
+	calls := make([]routesCall, routesPool)
+	for i := range calls {
+		calls[i] = routesCall{Route: routes.GetStreak, Sub: routesUser(i), Path: "/v1/users/" + routesUser(i) + "/streak"}
+	}
+	_, err := s.load(ctx, calls, routesPhase{Concurrency: 8})
+	return err
+}
+
+// routesLoadAverage is this machine's load average over the last minute,
+// as /proc/loadavg gives it ("?" where there is none).
+func routesLoadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

@@ -68,6 +68,7 @@ func benchThroughput(ctx context.Context, env *Env) (Section, error) {
 			fmt.Sprintf("The floor is bare DynamoDB Local on the same machine at the same concurrency for %s: GetItem for the reads and PutItem for the writes in the same proportions. ", routesMixFloorFor) +
 			"Ratio = value / floor: the share of bare DynamoDB Local's request rate the whole stack (gateway, authorizers, handlers, Redis, the processors applying the writes) keeps on the same two cores.",
 	}
+	sec.Intro += " The machine's load average was " + routesLoadAverage() + " as the section started."
 	st, err := routesStart(ctx, env, "bench-mix", 13, nil)
 	if err != nil {
 		return sec, err
@@ -99,6 +100,7 @@ func benchThroughput(ctx context.Context, env *Env) (Section, error) {
 	if err != nil {
 		return sec, err
 	}
+	defer floors.Close()
 	floorCall := func(ctx context.Context, i int) error {
 		if routesMixRead(i) {
 			return floors.call(ctx, routesGetItem, i)
