@@ -94,11 +94,11 @@ func routesLatencyLoads() []routesLoad {
 func benchLatency(ctx context.Context, env *Env) (Section, error) {
 	sec := Section{
 		Title: "Route latency through the local stack",
-		Intro: "HTTP requests to the local gateway (request validation, JWT or SigV4 authorizer, the real handler in process) over DynamoDB Local and redis-server, " +
+		Intro: "HTTP requests to the local gateway (request validation, JWT or SigV4 authorizer, the real handler in process) over a DynamoDB Local of the section's own and redis-server, " +
 			fmt.Sprintf("%d requests at concurrency 1 and %d at concurrency 32 (or as many past %d and %d as %s and %s allow: the note gives the count), each after %d warm-up requests, spread over %d players with real tokens (service routes SigV4-signed). ",
 				routesPhases[0].Requests, routesPhases[1].Requests, routesPhases[0].Min, routesPhases[1].Min, routesPhases[0].For, routesPhases[1].For, routesPhases[0].Warm, routesPool) +
 			fmt.Sprintf("Every budget is raised to %d a minute for the run (stack Configure), so the budget checks are made but never refuse. ", routesBudget) +
-			"The floor is one bare call to the same DynamoDB Local at the same concurrency, of the kind the route's heaviest call is (observed while it runs): " +
+			"The floor is one bare call to that DynamoDB Local at the same concurrency, of the kind the route's heaviest call is (observed while it runs): " +
 			"TransactWriteItems of 2 items for a route that makes a transaction, PutItem of one small item for other writes, GetItem for reads; ratio = value / floor. " +
 			"The load generator, the gateway, the handlers, the processors applying the writes, redis-server and DynamoDB Local's JVM all share this machine's cores.",
 	}
@@ -111,11 +111,10 @@ func benchLatency(ctx context.Context, env *Env) (Section, error) {
 	if err := routesSeedReads(ctx, st, "lat"); err != nil {
 		return sec, err
 	}
-	floors, err := newRoutesFloors(ctx, env, "bench-floor-lat")
+	floors, err := newRoutesFloors(ctx, st.Endpoints().DynamoDB, "bench-floor")
 	if err != nil {
 		return sec, err
 	}
-	defer floors.Close()
 	for _, l := range routesLatencyLoads() {
 		next := 0
 		var kind string
@@ -269,8 +268,8 @@ func routesPerRequest(u routesUsage, requests int) string {
 	return strings.Join(parts, ", ")
 }
 
-// routesFloors measures bare DynamoDB Local calls on a table of their own,
-// once per kind and concurrency.
+// routesFloors measures bare calls to a section's DynamoDB Local on a
+// table of their own, once per kind and concurrency.
 type routesFloors struct {
 	db    *dynamodb.Client
 	table string
@@ -283,9 +282,9 @@ type routesFloors struct {
 // routesFloorItems are the items GetItem reads.
 const routesFloorItems = 100
 
-func newRoutesFloors(ctx context.Context, env *Env, table string) (*routesFloors, error) {
+func newRoutesFloors(ctx context.Context, endpoint, table string) (*routesFloors, error) {
 	db := dynamodb.New(dynamodb.Options{
-		Region: stack.Region, BaseEndpoint: aws.String(env.DynamoDB.Endpoint()),
+		Region: stack.Region, BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		// As the handlers' client: enough idle connections for 32 at once.
 		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 64 }),
@@ -319,9 +318,6 @@ func (f *routesFloors) item(pk string) map[string]types.AttributeValue {
 		"payload":    &types.AttributeValueMemberS{Value: strings.Repeat("x", 64)},
 	}
 }
-
-// Close deletes the floors' table.
-func (f *routesFloors) Close() { routesDropTables(f.db, f.table) }
 
 // call makes one bare call of kind.
 func (f *routesFloors) call(ctx context.Context, kind string, i int) error {

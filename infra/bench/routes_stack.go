@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
@@ -20,7 +19,6 @@ import (
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
-	"github.com/rallyhq/rally/shared/schema"
 )
 
 // routesBudget is every budget while the route sections run: high enough
@@ -29,9 +27,13 @@ import (
 const routesBudget = 10_000_000
 
 // routesStack is a local stack for the route sections: the real gateway,
-// authorizers and handlers over the run's DynamoDB Local and
+// authorizers and handlers over a DynamoDB Local of its own and the run's
 // redis-server, with Redis round trips counted and DynamoDB's consumed
-// capacity metered per function.
+// capacity metered per function. DynamoDB Local slows down for good once
+// it has taken many writes with streams, deleted tables or not (after the
+// latency section the stack served a tenth of the requests a second it
+// serves on a fresh one), so a section sharing one would measure the
+// sections before it.
 type routesStack struct {
 	*stack.Stack
 	trips *routesTrips
@@ -43,9 +45,9 @@ type routesStack struct {
 	tokens map[string]string
 }
 
-// routesStart starts a stack over env with tables of its own (prefix) and
-// Redis database db of its own, emptied first: each section starts from
-// nothing. configure adjusts the handlers' configuration after the raised
+// routesStart starts a stack with its own DynamoDB Local (tables named
+// with prefix) and Redis database db of env's redis-server, emptied first:
+// each section starts from nothing. configure adjusts the handlers' configuration after the raised
 // budgets.
 func routesStart(ctx context.Context, env *Env, prefix string, db int, configure func(*config.Config)) (*routesStack, error) {
 	redisURL := fmt.Sprintf("%s/%d", env.Redis.URL(), db)
@@ -65,7 +67,7 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 	}
 	meter := newRoutesMeter()
 	st, err := stack.Start(ctx, stack.Options{
-		DynamoDBEndpoint: env.DynamoDB.Endpoint(), RedisURL: redisURL,
+		RedisURL:    redisURL,
 		TablePrefix: fmt.Sprintf("%s%d-", prefix, time.Now().UnixNano()%1e9), StateDir: dir, Log: io.Discard,
 		APIOptions: []func(*middleware.Stack) error{meter.APIOption},
 		Configure: func(c *config.Config) {
@@ -93,28 +95,11 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 	}, nil
 }
 
-// Close stops the stack, deletes its tables (DynamoDB Local slows down as
-// the tables and streams it holds grow, and the next sections share it)
-// and removes its state directory.
+// Close stops the stack and its DynamoDB Local and removes its state
+// directory.
 func (s *routesStack) Close() {
 	s.Stack.Close()
-	var names []string
-	for _, t := range schema.Tables() {
-		names = append(names, s.Tables().Of(t))
-	}
-	routesDropTables(s.DB(), names...)
 	os.RemoveAll(s.dir)
-}
-
-// routesDropTables deletes tables, saying on stderr which it could not.
-func routesDropTables(db *dynamodb.Client, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, n := range names {
-		if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &n}); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: delete table %s: %v\n", n, err)
-		}
-	}
 }
 
 // token is a player token for sub, minted once.

@@ -65,7 +65,7 @@ func benchThroughput(ctx context.Context, env *Env) (Section, error) {
 		Intro: fmt.Sprintf("Requests a second the local stack serves at concurrency %d for %s (after %d warm-up requests) of a mix of 80%% reads ", routesMixConcurrency, routesMixFor, routesMixWarm) +
 			"(favorite status of 100 ids, a favorite count, a leaderboard's top 10, a player's rank + 4, a fifth each) and 20% writes (a favorite and its removal, a submitted score, an activity, a quarter each), " +
 			fmt.Sprintf("spread over %d players, every budget raised as in the latency section. ", routesPool) +
-			fmt.Sprintf("The floor is bare DynamoDB Local on the same machine at the same concurrency for %s: GetItem for the reads and PutItem for the writes in the same proportions. ", routesMixFloorFor) +
+			fmt.Sprintf("The floor is bare calls to the stack's DynamoDB Local (the section's own) at the same concurrency for %s: GetItem for the reads and PutItem for the writes in the same proportions. ", routesMixFloorFor) +
 			"Ratio = value / floor: the share of bare DynamoDB Local's request rate the whole stack (gateway, authorizers, handlers, Redis, the processors applying the writes) keeps on the same two cores.",
 	}
 	sec.Intro += " The machine's load average was " + routesLoadAverage() + " as the section started."
@@ -96,11 +96,10 @@ func benchThroughput(ctx context.Context, env *Env) (Section, error) {
 	}
 	fmt.Fprintf(os.Stderr, "bench: throughput: stack %.0f requests/s\n", rate)
 
-	floors, err := newRoutesFloors(ctx, env, "bench-floor-mix")
+	floors, err := newRoutesFloors(ctx, st.Endpoints().DynamoDB, "bench-floor")
 	if err != nil {
 		return sec, err
 	}
-	defer floors.Close()
 	floorCall := func(ctx context.Context, i int) error {
 		if routesMixRead(i) {
 			return floors.call(ctx, routesGetItem, i)
