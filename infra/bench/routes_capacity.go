@@ -35,7 +35,7 @@ type routesProcessorShare struct {
 func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 	sec := Section{
 		Title: "DynamoDB consumed capacity per route",
-		Intro: "Every DynamoDB call the handlers and processors make asks for ReturnConsumedCapacity=INDEXES (the total, and the indexes' part of it) (an aws-sdk-go-v2 middleware on the stack's clients) and the capacity the outputs report is summed per function, " +
+		Intro: "Every DynamoDB call the handlers and processors make asks for ReturnConsumedCapacity=INDEXES (the total, and the indexes' part of it) through an aws-sdk-go-v2 middleware on the stack's clients, and the capacity the outputs report is summed per function, " +
 			fmt.Sprintf("over %d requests of each route through the local stack (after as many warm-up ones), spread over %d players. ", routesCapacityRequests, routesPool) +
 			"Transactions: DynamoDB charges two units per item in a transaction; DynamoDB Local reports a TransactWriteItems at one WCU per item (and a TransactGetItems at two RCU per item), so the meter doubles TransactWriteItems' figure to what DynamoDB bills. " +
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
@@ -141,7 +141,7 @@ func (s *routesStack) consumed(ctx context.Context, l routesLoad, next *map[stri
 
 // routesCapacityRows are a route's (or a processor's) read and write
 // capacity per request beside their floors: the write row only when it
-// writes or must.
+// writes or must, the read row of a write only when it reads.
 func routesCapacityRows(name, per string, used routesUsage, n int, rcu, wcu float64, floor string) []Row {
 	calls := per + ": " + routesPerRequest(used, n)
 	if used.Failed > 0 {
@@ -153,8 +153,12 @@ func routesCapacityRows(name, per string, used routesUsage, n int, rcu, wcu floa
 		}
 		return calls + fmt.Sprintf("; %.3g of the units on secondary indexes", units/float64(n))
 	}
-	rows := []Row{{Name: name + ", read", Value: used.RCU / float64(n), Floor: rcu, Unit: "RCU", FloorName: routesFloorOrNone(rcu, floor), Note: index(used.IndexRCU)}}
-	if used.WCU > 0 || wcu > 0 {
+	var rows []Row
+	writes := used.WCU > 0 || wcu > 0
+	if !writes || used.RCU > 0 || rcu > 0 {
+		rows = append(rows, Row{Name: name + ", read", Value: used.RCU / float64(n), Floor: rcu, Unit: "RCU", FloorName: routesFloorOrNone(rcu, floor), Note: index(used.IndexRCU)})
+	}
+	if writes {
 		rows = append(rows, Row{Name: name + ", write", Value: used.WCU / float64(n), Floor: wcu, Unit: "WCU", FloorName: routesFloorOrNone(wcu, floor), Note: index(used.IndexWCU)})
 	}
 	return rows
