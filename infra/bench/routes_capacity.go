@@ -36,7 +36,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 	sec := Section{
 		Title: "DynamoDB consumed capacity per route",
 		Intro: "Every DynamoDB call the handlers and processors make asks for ReturnConsumedCapacity=INDEXES (the total, and the indexes' part of it) through an aws-sdk-go-v2 middleware on the stack's clients, and the capacity the outputs report is summed per function, " +
-			fmt.Sprintf("over %d requests of each route through the local stack (after as many warm-up ones), spread over %d players. ", routesCapacityRequests, routesPool) +
+			fmt.Sprintf("over %d requests of each route through the local stack after as many warm-up ones (new writes; for a read, the warm-up's requests again), spread over %d players. ", routesCapacityRequests, routesPool) +
 			"Transactions: DynamoDB charges two units per item in a transaction; DynamoDB Local reports a TransactWriteItems at one WCU per item (and a TransactGetItems at two RCU per item), so the meter doubles TransactWriteItems' figure to what DynamoDB bills. " +
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
 			"The floor is the capacity of the item operations the route cannot avoid on its tables (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves), before the writes its tables' secondary indexes add (the note gives their part); ratio = value / floor. " +
@@ -120,13 +120,18 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 
 // consumed makes the warm-up and measured requests of l, one at a time,
 // and returns what l's function consumed in the measured ones and how many
-// there were. next keeps each load's next request, so a load measured
+// there were: a write's measured requests are new ones, a read's are the
+// warm-up's again (what a cache serves). next keeps each load's next request, so a load measured
 // again goes on with new games and players.
 func (s *routesStack) consumed(ctx context.Context, l routesLoad, next *map[string]int) (routesUsage, int, error) {
 	calls := make([]routesCall, 2*routesCapacityRequests)
 	for i := range calls {
 		calls[i] = l.call((*next)[l.name])
 		(*next)[l.name]++
+	}
+	if calls[0].Route.Method == "GET" {
+		// A read is measured warm: the same requests again.
+		copy(calls[routesCapacityRequests:], calls[:routesCapacityRequests])
 	}
 	if _, err := s.load(ctx, calls[:routesCapacityRequests], routesPhase{Concurrency: 1}); err != nil {
 		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
