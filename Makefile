@@ -78,5 +78,5 @@ check-java:
 help:
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about N minutes)
+bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 15 minutes)
 	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)

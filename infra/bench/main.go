@@ -27,6 +27,10 @@ type bench struct {
 
 // benches are the report's sections, in order.
 var benches = []bench{
+	{"roundtrips", benchRoundTrips},
+	{"latency", benchLatency},
+	{"capacity", benchCapacity},
+	{"throughput", benchThroughput},
 	{"ranking", benchRanking},
 	{"visible", benchVisible},
 	{"coalescing", benchCoalescing},

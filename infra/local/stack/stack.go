@@ -164,6 +164,10 @@ type Options struct {
 	// processors. The local credentials (AccessKeyID) call it unchecked.
 	// The in-process handlers do not use it.
 	AWSEndpoint bool
+	// APIOptions are added to the in-process handlers' and processors' AWS
+	// clients' middleware stacks, beside the access recorder (e.g. a
+	// meter of consumed capacity).
+	APIOptions []func(*middleware.Stack) error
 }
 
 // Binaries are the functions' real binaries and the template that says
@@ -300,7 +304,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.access = access.NewRecorder(s.names)
 	if s.deps, err = app.New(ctx, cfg, app.Options{
 		Clock: s.clock, LogOutput: opts.Log, Function: "rally-local",
-		APIOptions: []func(*middleware.Stack) error{s.access.APIOption},
+		APIOptions: append([]func(*middleware.Stack) error{s.access.APIOption}, opts.APIOptions...),
 		RedisHooks: []redis.Hook{s.access},
 	}); err != nil {
 		return nil, fmt.Errorf("stack: build handlers: %w", err)

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+// routesCapacityRequests is how many requests of each route the capacity
+// section averages over, after as many warm-up ones.
+const routesCapacityRequests = 20
+
+// routesCapacityRoute is one route of the capacity section and the least
+// capacity its work can take: the item operations it must make.
+type routesCapacityRoute struct {
+	load     routesLoad
+	rcu, wcu float64
+	floor    string
+}
+
+// routesProcessorShare is what a processor consumes per write of a route:
+// the writes, the processor, the least it must do per write.
+type routesProcessorShare struct {
+	writes    routesLoad
+	processor routes.Processor
+	rcu, wcu  float64
+	floor     string
+}
+
+func benchCapacity(ctx context.Context, env *Env) (Section, error) {
+	sec := Section{
+		Title: "DynamoDB consumed capacity per route",
+		Intro: "Every DynamoDB call the handlers and processors make asks for ReturnConsumedCapacity=INDEXES (the total, and the indexes' part of it) through an aws-sdk-go-v2 middleware on the stack's clients, and the capacity the outputs report is summed per function, " +
+			fmt.Sprintf("over %d requests of each route through the local stack after as many warm-up ones (new writes; for a read, the warm-up's requests again), spread over %d players. ", routesCapacityRequests, routesPool) +
+			"Transactions: DynamoDB charges two units per item in a transaction; DynamoDB Local reports a TransactWriteItems at one WCU per item (and a TransactGetItems at two RCU per item), so the meter doubles TransactWriteItems' figure to what DynamoDB bills. " +
+			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
+			"The floor is the capacity of the item operations the route cannot avoid on its tables (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves), before the writes its tables' secondary indexes add (the note gives their part); ratio = value / floor. " +
+			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes. " +
+			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section.",
+	}
+	// Periodic work is not a request's: the cache-generation check (once
+	// a second per function) and the processors' top-N snapshots (every
+	// 10 s) wait an hour here.
+	st, err := routesStart(ctx, env, "bench-cap", 12, func(c *config.Config) {
+		c.CacheCheckEvery, c.SnapshotEvery = time.Hour, time.Hour
+	})
+	if err != nil {
+		return sec, err
+	}
+	defer st.Close()
+	// The latency section's loads name their games, players and boards
+	// "lat-"; their seed is the same.
+	if err := routesSeedReads(ctx, st, "lat"); err != nil {
+		return sec, err
+	}
+	if err := st.warmPlayers(ctx); err != nil {
+		return sec, err
+	}
+	loads := map[string]routesLoad{}
+	for _, l := range routesLatencyLoads() {
+		loads[l.name] = l
+	}
+	list := routesLoad{"favorites list, 50 items", func(i int) routesCall {
+		return routesCall{Route: routes.ListFavorites, Sub: "lat-fan", Path: "/v1/users/lat-fan/favorites?limit=50"}
+	}}
+	rows := []routesCapacityRoute{
+		{load: loads["favorite"], wcu: 1, floor: "the edge: one item write"},
+		{load: loads["unfavorite"], wcu: 1, floor: "the edge: one item write"},
+		{load: loads["favorite status, 100 ids"], floor: "none: Redis serves it"},
+		{load: loads["favorite count"], floor: "none: Redis serves it"},
+		{load: list, rcu: 0.5 + 25*0.5, floor: "one eventually consistent Query of 50 small edges (≤ 4 KB) and one read of each of the 25 described games"},
+		{load: loads["like toggle"], wcu: 2, floor: "the edge and the Idempotency-Key record: two item writes"},
+		{load: loads["submit score (service)"], wcu: 2, floor: "the score and the match (a repeated match_id is not applied twice): two item writes"},
+		{load: loads["leaderboard top 10"], floor: "none: Redis serves it"},
+		{load: loads["player rank + 4"], floor: "none: Redis serves it"},
+		{load: loads["record activity"], wcu: 2, floor: "the event (its Idempotency-Key) and the player's streak and points: two item writes"},
+		{load: loads["get streak"], floor: "none: Redis serves it"},
+	}
+	next := map[string]int{}
+	for _, r := range rows {
+		used, n, err := st.consumed(ctx, r.load, &next)
+		if err != nil {
+			return sec, err
+		}
+		sec.Rows = append(sec.Rows, routesCapacityRows(r.load.name+" — "+r.load.call(0).Route.Key(), "per request", used, n, r.rcu, r.wcu, r.floor)...)
+		fmt.Fprintf(os.Stderr, "bench: capacity: %s: %.2f RCU, %.2f WCU per request (%s)\n", r.load.name, used.RCU/float64(n), used.WCU/float64(n), routesPerRequest(used, n))
+	}
+
+	shares := []routesProcessorShare{
+		{writes: loads["favorite"], processor: routes.CounterProcessor, wcu: 1, floor: "the game's count: one item write"},
+		{writes: loads["submit score (service)"], processor: routes.LeaderboardProcessor, floor: "none: the board is Redis's"},
+		{writes: loads["record activity"], processor: routes.StreakProcessor, floor: "none: the live-streak board is Redis's"},
+	}
+	for _, sh := range shares {
+		if err := st.WaitIdle(ctx); err != nil {
+			return sec, err
+		}
+		before := st.meter.Of(sh.processor.Function)
+		_, n, err := st.consumed(ctx, sh.writes, &next)
+		if err != nil {
+			return sec, err
+		}
+		if err := st.WaitIdle(ctx); err != nil {
+			return sec, err
+		}
+		used := st.meter.Of(sh.processor.Function).Minus(before)
+		// The warm-up's writes are applied too: the share is per write.
+		n *= 2
+		name := fmt.Sprintf("%s applying %s", sh.processor.Function, sh.writes.call(0).Route.Key())
+		sec.Rows = append(sec.Rows, routesCapacityRows(name, "per write", used, n, sh.rcu, sh.wcu, sh.floor)...)
+		fmt.Fprintf(os.Stderr, "bench: capacity: %s: %.2f RCU, %.2f WCU per write (%s)\n", name, used.RCU/float64(n), used.WCU/float64(n), routesPerRequest(used, n))
+	}
+	return sec, nil
+}
+
+// consumed makes the warm-up and measured requests of l, one at a time,
+// and returns what l's function consumed in the measured ones and how many
+// there were: a write's measured requests are new ones, a read's are the
+// warm-up's again (what a cache serves). next keeps each load's next request, so a load measured
+// again goes on with new games and players.
+func (s *routesStack) consumed(ctx context.Context, l routesLoad, next *map[string]int) (routesUsage, int, error) {
+	calls := make([]routesCall, 2*routesCapacityRequests)
+	for i := range calls {
+		calls[i] = l.call((*next)[l.name])
+		(*next)[l.name]++
+	}
+	if calls[0].Route.Method == "GET" {
+		// A read is measured warm: the same requests again.
+		copy(calls[routesCapacityRequests:], calls[:routesCapacityRequests])
+	}
+	if _, err := s.load(ctx, calls[:routesCapacityRequests], routesPhase{Concurrency: 1}); err != nil {
+		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	}
+	fn := calls[0].Route.Function
+	before := s.meter.Of(fn)
+	if _, err := s.load(ctx, calls[routesCapacityRequests:], routesPhase{Concurrency: 1}); err != nil {
+		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	}
+	return s.meter.Of(fn).Minus(before), routesCapacityRequests, nil
+}
+
+// routesCapacityRows are a route's (or a processor's) read and write
+// capacity per request beside their floors: the write row only when it
+// writes or must, the read row of a write only when it reads.
+func routesCapacityRows(name, per string, used routesUsage, n int, rcu, wcu float64, floor string) []Row {
+	calls := per + ": " + routesPerRequest(used, n)
+	if used.Failed > 0 {
+		calls += fmt.Sprintf("; %.3g refused by a condition (billed by DynamoDB, not counted)", float64(used.Failed)/float64(n))
+	}
+	index := func(units float64) string {
+		if units == 0 {
+			return calls
+		}
+		return calls + fmt.Sprintf("; %.3g of the units on secondary indexes", units/float64(n))
+	}
+	var rows []Row
+	writes := used.WCU > 0 || wcu > 0
+	if !writes || used.RCU > 0 || rcu > 0 {
+		rows = append(rows, Row{Name: name + ", read", Value: used.RCU / float64(n), Floor: rcu, Unit: "RCU", FloorName: routesFloorOrNone(rcu, floor), Note: index(used.IndexRCU)})
+	}
+	if writes {
+		rows = append(rows, Row{Name: name + ", write", Value: used.WCU / float64(n), Floor: wcu, Unit: "WCU", FloorName: routesFloorOrNone(wcu, floor), Note: index(used.IndexWCU)})
+	}
+	return rows
+}
+
+// routesFloorOrNone names a floor of zero "none" whatever the route's floor
+// says of its other unit.
+func routesFloorOrNone(v float64, floor string) string {
+	if v == 0 && !strings.HasPrefix(floor, "none") {
+		return "none"
+	}
+	return floor
+}

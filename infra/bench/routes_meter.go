@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/rallyhq/rally/shared/app"
+)
+
+// routesMeter asks DynamoDB for the capacity every call of the handlers
+// and processors consumes (ReturnConsumedCapacity=TOTAL on every input
+// that has it) and sums what the outputs report, per function: an
+// aws-sdk-go-v2 middleware added to the stack's clients.
+type routesMeter struct {
+	mu sync.Mutex
+	by map[string]routesUsage
+}
+
+// routesUsage is what one function consumed: capacity units read and
+// written, and its calls by operation. Failed calls (a condition that did
+// not hold) report no capacity: they are counted apart.
+type routesUsage struct {
+	// IndexRCU and IndexWCU are the part of RCU and WCU the tables'
+	// secondary indexes took.
+	RCU, WCU, IndexRCU, IndexWCU float64
+	Calls                        map[string]int
+	Failed                       int
+}
+
+func newRoutesMeter() *routesMeter { return &routesMeter{by: map[string]routesUsage{}} }
+
+// APIOption adds the meter to an AWS client's middleware stack.
+func (m *routesMeter) APIOption(s *middleware.Stack) error {
+	return s.Initialize.Add(middleware.InitializeMiddlewareFunc("RallyBenchCapacity", m.handle), middleware.After)
+}
+
+func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+	middleware.InitializeOutput, middleware.Metadata, error,
+) {
+	fn := app.FunctionOf(ctx)
+	if fn == "" {
+		return next.HandleInitialize(ctx, in)
+	}
+	routesAskCapacity(in.Parameters)
+	out, md, err := next.HandleInitialize(ctx, in)
+	op := middleware.GetOperationName(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.by[fn]
+	if u.Calls == nil {
+		u.Calls = map[string]int{}
+	}
+	u.Calls[op]++
+	if err != nil {
+		u.Failed++
+	} else {
+		c := routesCapacityOf(op, out.Result)
+		u.RCU += c.RCU
+		u.WCU += c.WCU
+		u.IndexRCU += c.IndexRCU
+		u.IndexWCU += c.IndexWCU
+	}
+	m.by[fn] = u
+	return out, md, err
+}
+
+// Of is what function fn consumed so far (a copy).
+func (m *routesMeter) Of(fn string) routesUsage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.by[fn]
+	calls := map[string]int{}
+	for k, v := range u.Calls {
+		calls[k] = v
+	}
+	u.Calls = calls
+	return u
+}
+
+// Minus is what u consumed since before.
+func (u routesUsage) Minus(before routesUsage) routesUsage {
+	d := routesUsage{RCU: u.RCU - before.RCU, WCU: u.WCU - before.WCU, IndexRCU: u.IndexRCU - before.IndexRCU, IndexWCU: u.IndexWCU - before.IndexWCU, Failed: u.Failed - before.Failed, Calls: map[string]int{}}
+	for k, v := range u.Calls {
+		if n := v - before.Calls[k]; n > 0 {
+			d.Calls[k] = n
+		}
+	}
+	return d
+}
+
+// String lists the calls: "GetItem×1, TransactWriteItems×1".
+func (u routesUsage) String() string {
+	var parts []string
+	for op, n := range u.Calls {
+		parts = append(parts, op+"×"+strconv.Itoa(n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+var routesIndexes = reflect.ValueOf(types.ReturnConsumedCapacityIndexes)
+
+// routesAskCapacity sets ReturnConsumedCapacity=INDEXES (the total, and
+// what the table and each index took of it) on a DynamoDB input that has
+// the field and leaves it alone otherwise.
+func routesAskCapacity(params any) {
+	v := reflect.ValueOf(params)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	f := v.Elem().FieldByName("ReturnConsumedCapacity")
+	if f.IsValid() && f.CanSet() && f.Type() == routesIndexes.Type() {
+		f.Set(routesIndexes)
+	}
+}
+
+// routesReadOps are the operations whose capacity is read capacity.
+var routesReadOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true, "Scan": true, "TransactGetItems": true}
+
+// routesCapacity is what one call consumed: read and write units, and
+// the part of them its secondary indexes took.
+type routesCapacity struct{ RCU, WCU, IndexRCU, IndexWCU float64 }
+
+// routesCapacityOf is the capacity a DynamoDB output reports
+// (ConsumedCapacity, one or a list): its read and write units when given,
+// else its total, counted as read or write by the operation. A
+// TransactWriteItems is doubled: DynamoDB bills two WCU per item written
+// in a transaction, DynamoDB Local reports one.
+func routesCapacityOf(op string, result any) (c routesCapacity) {
+	v := reflect.ValueOf(result)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return c
+	}
+	f := v.Elem().FieldByName("ConsumedCapacity")
+	if !f.IsValid() {
+		return c
+	}
+	var all []types.ConsumedCapacity
+	switch c := f.Interface().(type) {
+	case *types.ConsumedCapacity:
+		if c != nil {
+			all = append(all, *c)
+		}
+	case []types.ConsumedCapacity:
+		all = c
+	}
+	for _, cc := range all {
+		switch {
+		case cc.ReadCapacityUnits != nil || cc.WriteCapacityUnits != nil:
+			c.RCU += routesDeref(cc.ReadCapacityUnits)
+			c.WCU += routesDeref(cc.WriteCapacityUnits)
+		case routesReadOps[op]:
+			c.RCU += routesDeref(cc.CapacityUnits)
+		default:
+			c.WCU += routesDeref(cc.CapacityUnits)
+		}
+		var index float64
+		for _, ic := range cc.GlobalSecondaryIndexes {
+			index += routesDeref(ic.CapacityUnits)
+		}
+		for _, ic := range cc.LocalSecondaryIndexes {
+			index += routesDeref(ic.CapacityUnits)
+		}
+		if routesReadOps[op] {
+			c.IndexRCU += index
+		} else {
+			c.IndexWCU += index
+		}
+	}
+	if op == "TransactWriteItems" {
+		c.RCU, c.WCU, c.IndexRCU, c.IndexWCU = 2*c.RCU, 2*c.WCU, 2*c.IndexRCU, 2*c.IndexWCU
+	}
+	return c
+}
+
+func routesDeref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
