@@ -126,7 +126,12 @@ func visibleJitter(ctx context.Context, rng *rand.Rand) error {
 
 // visibleTimes are one write's: from its 2xx answer until a read shows
 // it, and until a read's as_of covers it (the processor applied it).
-type visibleTimes struct{ shown, applied []time.Duration }
+type visibleTimes struct {
+	shown, applied []time.Duration
+	// missed counts writes not shown within visibleDeadline: each is
+	// counted at the deadline, so percentiles include them.
+	missed int
+}
 
 // visibleAfter times n writes, one at a time: for each, the span from the
 // write's 2xx answer to the first read that shows it, and to the first
@@ -157,7 +162,10 @@ func visibleAfter(ctx context.Context, s *stack.Stack, rng *rand.Rand, n int, wr
 				applied = max(time.Since(start), 1)
 			}
 			if time.Since(start) > visibleDeadline {
-				return out, fmt.Errorf("write %d not visible after %s (shown %v, applied %v)", i, visibleDeadline, shown > 0, applied > 0)
+				fmt.Fprintf(os.Stderr, "bench: visible: write %d not visible after %s (shown %v, applied %v)\n", i, visibleDeadline, shown > 0, applied > 0)
+				out.missed++
+				shown, applied = max(shown, visibleDeadline), max(applied, visibleDeadline)
+				break
 			}
 			time.Sleep(visiblePollEvery) // the read route is polled: nothing outside the stack can be awaited
 		}
@@ -286,24 +294,31 @@ func benchVisible(ctx context.Context, env *Env) (Section, error) {
 		return r
 	}
 	window := routes.CounterProcessor.BatchWindow
-	countNote := fmt.Sprintf("the counter processor's batching window holds each batch until %s after its first record: "+
-		"MaximumBatchingWindowInSeconds %d in AWS (Lambda takes whole seconds), and the local poller emulates it the same way "+
-		"(it delivers once %s has passed since it read the first buffered record), so every favorite waits it out; "+
-		"it buys the coalescing of the next section", window, int(window.Seconds()), window)
+	countNote := "no batching window (MaximumBatchingWindowInSeconds 0 in AWS): the counter processor takes each batch as soon as it is read, and coalesces within it (next section)"
+	if window > 0 {
+		countNote = fmt.Sprintf("the counter processor's batching window holds each batch until %s after its first record: "+
+			"MaximumBatchingWindowInSeconds %d in AWS, and the local poller emulates it the same way", window, int(window.Seconds()))
+	}
+	missed := func(t visibleTimes, note string) string {
+		if t.missed == 0 {
+			return note
+		}
+		return fmt.Sprintf("%d of %d writes not shown within %s (counted at %s); %s", t.missed, len(t.shown), visibleDeadline, visibleDeadline, note)
+	}
 	through := func(what string) string {
 		return "below the floor: the handler writes " + what + " in Redis itself (a versioned write-through), so a read shows it before the stream delivers it"
 	}
 	applied := "as_of reaches the write once the processor applied it from the stream"
 	rows := []Row{
 		row("favorite → GET …/favorites/count shows it", favorites.shown, 50, false, ""),
-		row("favorite → GET …/favorites/count shows it", favorites.shown, 95, true, countNote),
+		row("favorite → GET …/favorites/count shows it", favorites.shown, 95, true, missed(favorites, countNote)),
 		row("favorite → its as_of covers it", favorites.applied, 95, false, "the count is only written by the processor: shown and applied together"),
 		row("score → GET …/players/{id}/rank shows it", scores.shown, 50, false, through("the board")),
-		row("score → GET …/players/{id}/rank shows it", scores.shown, 95, true, through("the board")),
+		row("score → GET …/players/{id}/rank shows it", scores.shown, 95, true, missed(scores, through("the board"))),
 		row("score → its as_of covers it", scores.applied, 50, false, applied),
 		row("score → its as_of covers it", scores.applied, 95, false, applied),
 		row("activity → GET /v1/streaks/top shows it", activities.shown, 50, false, through("the streak board")),
-		row("activity → GET /v1/streaks/top shows it", activities.shown, 95, true, through("the streak board")),
+		row("activity → GET /v1/streaks/top shows it", activities.shown, 95, true, missed(activities, through("the streak board"))),
 		row("activity → its as_of covers it", activities.applied, 50, false, applied),
 		row("activity → its as_of covers it", activities.applied, 95, false, applied),
 	}
