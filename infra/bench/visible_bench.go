@@ -36,7 +36,7 @@ const (
 	visibleSamples      = 40
 	visibleCountSamples = 20 // favorites wait out the counter's batching window
 	visiblePollEvery    = 5 * time.Millisecond
-	visibleDeadline     = 15 * time.Second
+	visibleDeadline     = 5 * time.Second
 	visibleLeaderboard  = "bench-visible"
 	visibleGoal         = 300 // ms, p95
 	// visiblePollerInterval is the local pollers' pause between empty
