@@ -164,7 +164,12 @@ func visibleAfter(ctx context.Context, s *stack.Stack, rng *rand.Rand, n int, wr
 			if time.Since(start) > visibleDeadline {
 				fmt.Fprintf(os.Stderr, "bench: visible: write %d not visible after %s (shown %v, applied %v)\n", i, visibleDeadline, shown > 0, applied > 0)
 				out.missed++
-				shown, applied = max(shown, visibleDeadline), max(applied, visibleDeadline)
+				if shown == 0 {
+					shown = visibleDeadline
+				}
+				if applied == 0 {
+					applied = visibleDeadline
+				}
 				break
 			}
 			time.Sleep(visiblePollEvery) // the read route is polled: nothing outside the stack can be awaited
