@@ -23,6 +23,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/streamread"
@@ -114,14 +115,7 @@ func (c visibleClient) must(ctx context.Context, as, method, path string, body, 
 // write, so the writes land at every phase of the polling rather than
 // always just after a poll that delivered the previous one.
 func visibleJitter(ctx context.Context, rng *rand.Rand) error {
-	t := time.NewTimer(time.Duration(rng.Int64N(int64(visiblePollerInterval))))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, time.Duration(rng.Int64N(int64(visiblePollerInterval))))
 }
 
 // visibleTimes are one write's: from its 2xx answer until a read shows

@@ -44,36 +44,6 @@ func newWriteCounter(db ddb.DB) *writeCounter {
 	return &writeCounter{DB: db, writes: map[string]int{}, drops: map[string]int{}, calls: map[string]int{}, sizes: map[string]int{}}
 }
 
-// itemSize is an item's size as DynamoDB bills it (close enough: names
-// plus values, numbers at their digits).
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return len(v.Value)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		return 3 + itemSize(v.Value)
-	}
-	return 1
-}
-
 func units(bytes int) int { return max(1, (bytes+1023)/1024) }
 
 // cost is the units of one write of key: a put's item, or (update,
@@ -82,7 +52,7 @@ func (w *writeCounter) cost(key string, put map[string]types.AttributeValue) int
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if put != nil {
-		w.sizes[key] = itemSize(put)
+		w.sizes[key] = ddb.ItemSize(put)
 	}
 	return units(w.sizes[key])
 }

@@ -90,7 +90,7 @@ func (s *Store) transaction(c streaks.Commit) ([]types.TransactWriteItem, error)
 	for name, item := range map[string]map[string]types.AttributeValue{
 		"idempotency record": keyAV, "event": eventAV, "day": dayAV, "streak": streakAV,
 	} {
-		if size := itemSize(item); size > maxItemSize {
+		if size := ddb.ItemSize(item); size > maxItemSize {
 			return nil, fmt.Errorf("the %s item is %d bytes, over DynamoDB's %d", name, size, maxItemSize)
 		}
 	}
