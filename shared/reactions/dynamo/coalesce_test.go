@@ -35,9 +35,11 @@ type writeCounter struct {
 	writes map[string]int // pk|sk → writes (puts and updates)
 	drops  map[string]int // pk|sk → deletes
 	calls  map[string]int // operation → calls
-	sizes  map[string]int // pk|sk → bytes of the item last put
-	wcu    int
-	fail   func(op string, keys []string) error
+	// intentReads counts intent keys read (BatchGetItem).
+	intentReads int
+	sizes       map[string]int // pk|sk → bytes of the item last put
+	wcu         int
+	fail        func(op string, keys []string) error
 }
 
 func newWriteCounter(db ddb.DB) *writeCounter {
@@ -164,6 +166,19 @@ func (w *writeCounter) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemIn
 		w.after(nil, keys, 0)
 	}
 	return out, err
+}
+
+func (w *writeCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	w.mu.Lock()
+	for _, ka := range in.RequestItems {
+		for _, k := range ka.Keys {
+			if pk, ok := k[schema.AttrPK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, schema.CountersIntentPrefix) {
+				w.intentReads++
+			}
+		}
+	}
+	w.mu.Unlock()
+	return w.DB.BatchGetItem(ctx, in, opts...)
 }
 
 func (w *writeCounter) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
@@ -531,6 +546,47 @@ func TestFinishPendingCompletesWhatADeadProcessorLeft(t *testing.T) {
 	for _, game := range []string{"g1", "g2", "g3"} {
 		if got := count(t, c, game); got != -1 {
 			t.Fatalf("%s counts %d, want the deletion counted once (-1)", game, got)
+		}
+	}
+}
+
+// A processor instance that finished a target's last intent itself reads
+// no intent before counting that target again: the extra read is only for
+// intents another instance (or a crash) may have left.
+func TestAnInstanceDoesNotReadIntentsItFinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, w := newCountedCounts(t)
+	batch, want := zipfBatch()
+	if _, err := c.Apply(ctx, batch, t0); err != nil {
+		t.Fatal(err)
+	}
+	var late []reactions.Change
+	for game := range want {
+		late = append(late, change("late-"+game, game, 1, true, 1, t0))
+	}
+	w.mu.Lock()
+	w.intentReads = 0
+	w.mu.Unlock()
+	if n, err := c.Apply(ctx, late, t0); err != nil || n != len(late) {
+		t.Fatalf("second batch applied %d of %d: %v", n, len(late), err)
+	}
+	if w.intentReads != 0 {
+		t.Fatalf("%d intents read that this instance had finished", w.intentReads)
+	}
+	other := &dynamo.Counts{DB: w, Table: c.Table}
+	if _, err := other.Apply(ctx, []reactions.Change{change("third", "hot", 1, true, 1, t0)}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if w.intentReads == 0 {
+		t.Fatal("another instance did not check the intent the total names")
+	}
+	for game, n := range want {
+		if game == "hot" {
+			n++ // the third favorite
+		}
+		if got := count(t, c, game); got != n+1 {
+			t.Errorf("%s: count %d, want %d", game, got, n+1)
 		}
 	}
 }

@@ -80,6 +80,11 @@ func parseBucketSK(sk string) (reactions.BucketRef, bool) {
 type Counts struct {
 	DB    ddb.DB
 	Table string
+
+	// finished are intents this instance finished (deleted): a total that
+	// still names one needs no read to learn it is gone. Most batches touch
+	// targets whose last intent this instance wrote.
+	finished finishedIntents
 }
 
 var _ reactions.Counts = (*Counts)(nil)

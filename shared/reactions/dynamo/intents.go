@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,7 +95,7 @@ func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]to
 	named := map[string]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, t := range totals {
-		if t.intent != "" && !named[t.intent] {
+		if t.intent != "" && !named[t.intent] && !s.finished.has(t.intent) {
 			named[t.intent] = true
 			keys = append(keys, intentKey(t.intent))
 		}
@@ -156,5 +157,40 @@ func (s *Counts) finish(ctx context.Context, in intent, now time.Time) error {
 	if _, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table), Key: intentKey(in.id)}); err != nil {
 		return fmt.Errorf("delete an intent: %w", err)
 	}
+	s.finished.add(in.id)
 	return nil
+}
+
+// finishedIntentsKept bounds how many finished intent ids an instance
+// remembers; forgetting one costs only a read that finds it gone.
+const finishedIntentsKept = 4096
+
+// finishedIntents remembers the newest finished intent ids.
+type finishedIntents struct {
+	mu    sync.Mutex
+	ids   map[string]bool
+	order []string // oldest first
+}
+
+func (f *finishedIntents) has(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ids[id]
+}
+
+func (f *finishedIntents) add(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ids == nil {
+		f.ids = map[string]bool{}
+	}
+	if f.ids[id] {
+		return
+	}
+	if len(f.order) == finishedIntentsKept {
+		delete(f.ids, f.order[0])
+		f.order = f.order[1:]
+	}
+	f.ids[id] = true
+	f.order = append(f.order, id)
 }
