@@ -237,7 +237,8 @@ func check(t *testing.T, c *apitest.Client, models []*model, friends map[string]
 // stale — leave every top, rank, neighbour
 // window, percentile and friends rank equal to a brute-force sort of what
 // was submitted: from Redis, from DynamoDB with Redis down, and from Redis
-// again once it has been rebuilt.
+// again once it has been rebuilt (every top whole; every rank from Redis
+// first, then samples of each board).
 func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
@@ -319,8 +320,10 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 
 	check(t, c, models, friends, false, 0)
 
+	// Redis down: ranks are counted in DynamoDB, a few hundred
+	// milliseconds each here: a sample of each board (tops stay whole).
 	srv.Stop()
-	check(t, c, models, friends, true, 60)
+	check(t, c, models, friends, true, 25)
 
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -334,7 +337,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 		c.Player("reader", "GET", "/v1/leaderboards/"+boards[0].ID+"/top", nil).Expect(t, 200).JSON(t, &top)
 		return !top.Degraded
 	})
-	check(t, c, models, friends, false, 0)
+	check(t, c, models, friends, false, 100)
 }
 
 func dedupe(ids []string, self string) []string {

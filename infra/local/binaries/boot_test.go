@@ -339,7 +339,12 @@ func brokenEnvironments(t *testing.T, b *booted) {
 		if resp := answer(fn); resp.StatusCode < 500 {
 			t.Fatalf("favorite-game without its grant on Reactions answered %d %s, want a 5xx", resp.StatusCode, resp.Body)
 		}
-		if logs := b.log.since(mark); !strings.Contains(logs, "AccessDeniedException") && !strings.Contains(logs, "is not authorized to perform") {
+		// The function's output reaches the log through a pipe, after its
+		// answer: wait for the line.
+		denied := func(logs string) bool {
+			return strings.Contains(logs, "AccessDeniedException") || strings.Contains(logs, "is not authorized to perform")
+		}
+		if logs, ok := b.log.await(mark, denied, 10*time.Second); !ok {
 			t.Fatalf("no denied call logged:\n%s", logs)
 		}
 	})
@@ -386,6 +391,19 @@ func (l *logs) since(mark int) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()[mark:]
+}
+
+// await waits up to timeout until what was logged after mark satisfies
+// ok, and returns it.
+func (l *logs) await(mark int, ok func(string) bool, timeout time.Duration) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		logs := l.since(mark)
+		if ok(logs) || time.Now().After(deadline) {
+			return logs, ok(logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // of is the lines that name function (its logs and metrics do).
