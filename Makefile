@@ -29,6 +29,42 @@ invoke: tools ## Run FN's real binary against the running `make dev` stack: make
 # placeholder asset (the template does not depend on the binaries' bytes);
 # `make synth` and `make deploy` cross-compile the real ones. Test binaries
 # are linked without DWARF (-ldflags=-w): a third less linking.
+test: tools check-java ## Unit, integration and CDK tests (race detector, every vet check) and a cdk synth
+	@$(MAKE) --no-print-directory fmt-check
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	for f in $(FUNCTIONS); do mkdir -p "$$tmp/build/$$f"; echo placeholder > "$$tmp/build/$$f/bootstrap"; done; \
+	echo "go build -race ./infra; npx cdk synth (placeholder assets) runs beside the tests"; \
+	$(GO) build -race -ldflags=-w -o "$$tmp/app" ./infra; \
+	{ JSII_DEPRECATED=quiet npx --no-install cdk synth --quiet --app "$$tmp/app" -c buildDir="$$tmp/build" -o "$$tmp/cdk.out" > "$$tmp/synth.log" 2>&1; echo $$? > "$$tmp/synth.rc"; } & \
+	untested=$$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...); \
+	echo "go vet -race: the $$(echo $$untested | wc -w) packages without tests"; \
+	if $(GO) vet -race $$untested; then rc=0; else rc=$$?; fi; \
+	if [ $$rc = 0 ]; then \
+		echo "go test -race -vet=all -ldflags=-w -count=1 -timeout 30m ./..."; \
+		if $(GO) test -race -vet=all -ldflags=-w -count=1 -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
+	fi; \
+	wait; \
+	if [ "$$(cat "$$tmp/synth.rc" 2>/dev/null)" != 0 ]; then echo "rally: npx cdk synth failed:"; cat "$$tmp/synth.log"; exit 1; fi; \
+	echo "npx cdk synth (placeholder assets): ok"; \
+	exit $$rc
+	@echo "rally: all tests passed and the CDK stack synthesized"
+
+build: check-go ## Build every Lambda to build/<name>/bootstrap (linux/arm64)
+	@rm -rf $(BUILD_DIR)
+	@for f in $(FUNCTIONS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(GOFLAGS_LAMBDA) -o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+	@echo "rally: built $(words $(FUNCTIONS)) functions into $(BUILD_DIR)/: $$(stat -c %s $(BUILD_DIR)/*/bootstrap | sort -n | awk 'NR==1{lo=$$1} {hi=$$1} END{printf "%.1f to %.1f MB each", lo/1e6, hi/1e6}')"
+
+synth: tools build ## Synthesize the CloudFormation template into cdk.out/
+	npx --no-install cdk synth
+
+sam-env: check-go ## After make synth: .local/sam-env.json for sam local invoke; FN=<function> prints its command
+	$(GO) run ./infra/local/samenv -stage $(or $(STAGE),dev) $(if $(FN),-fn $(FN)) $(ARGS)
+
+deploy: tools build ## Deploy the stack to the current AWS account and region
+	npx --no-install cdk deploy --require-approval broadening $(ARGS)
+
 lint: fmt-check ## gofmt and go vet
 	$(GO) vet ./...
 
