@@ -230,7 +230,7 @@ func check(t *testing.T, c *apitest.Client, models []*model, friends map[string]
 	}
 }
 
-// Random submissions for 400 players (1,200 under RALLY_TEST_SCALE=full)
+// Random submissions for 240 players (1,200 under RALLY_TEST_SCALE=full)
 // over four boards that cover every policy, order and tie-break — with
 // repeated match ids, a reused match id with another score, matches
 // arriving out of order, and stream records redelivered and delivered
@@ -257,7 +257,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 		models[i] = newModel(b)
 	}
 	// Every player plays on one board, in order; players play at once.
-	players := testenv.Scale(400, 1200)
+	players := testenv.Scale(240, 1200)
 	base := time.Date(2026, 11, 15, 6, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -29,7 +29,7 @@ func backends(t *testing.T, fn func(t *testing.T, bk backend)) {
 	t.Run("redis-server", func(t *testing.T) { fn(t, backend{rdb: redistest.Server(t), ids: 2500}) })
 	t.Run("miniredis", func(t *testing.T) {
 		rdb, _ := redistest.Mini(t)
-		fn(t, backend{rdb: rdb, ids: 2000, sample: 100})
+		fn(t, backend{rdb: rdb, ids: 700, sample: 60})
 	})
 }
 
