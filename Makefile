@@ -29,6 +29,12 @@ invoke: tools ## Run FN's real binary against the running `make dev` stack: make
 # placeholder asset (the template does not depend on the binaries' bytes);
 # `make synth` and `make deploy` cross-compile the real ones. Test binaries
 # are linked without DWARF (-ldflags=-w): a third less linking.
+# Many test packages spend most of their time waiting on DynamoDB Local,
+# Redis or a poller: four run at once keep two cores busy. The compiler,
+# the linker and the tests collect garbage less often (GOGC 400): memory
+# is not what a test run is short of.
+TEST_P    ?= 4
+TEST_GOGC ?= 400
 test: tools check-java ## Unit, integration and CDK tests (race detector, every vet check) and a cdk synth
 	@$(MAKE) --no-print-directory fmt-check
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
@@ -40,8 +46,8 @@ test: tools check-java ## Unit, integration and CDK tests (race detector, every 
 	echo "go vet -race: the $$(echo $$untested | wc -w) packages without tests"; \
 	if $(GO) vet -race $$untested; then rc=0; else rc=$$?; fi; \
 	if [ $$rc = 0 ]; then \
-		echo "go test -race -vet=all -ldflags=-w -count=1 -timeout 30m ./..."; \
-		if $(GO) test -race -vet=all -ldflags=-w -count=1 -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
+		echo "go test -race -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./..."; \
+		if GOGC=$(TEST_GOGC) $(GO) test -race -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
 	fi; \
 	wait; \
 	if [ "$$(cat "$$tmp/synth.rc" 2>/dev/null)" != 0 ]; then echo "rally: npx cdk synth failed:"; cat "$$tmp/synth.log"; exit 1; fi; \
