@@ -29,11 +29,11 @@ invoke: tools ## Run FN's real binary against the running `make dev` stack: make
 # placeholder asset (the template does not depend on the binaries' bytes);
 # `make synth` and `make deploy` cross-compile the real ones. Test binaries
 # are linked without DWARF (-ldflags=-w): a third less linking.
-# Many test packages spend most of their time waiting on DynamoDB Local,
-# Redis or a poller: four run at once keep two cores busy. The compiler,
-# the linker and the tests collect garbage less often (GOGC 400): memory
-# is not what a test run is short of.
-TEST_P    ?= 4
+# Test packages run two at a time (TEST_P; more keeps a 2-core machine
+# busier but slows the load tests' requests to seconds). The compiler, the
+# linker and the tests collect garbage less often (GOGC 400): memory is not
+# what a test run is short of.
+TEST_P    ?= 2
 TEST_GOGC ?= 400
 test: tools check-java ## Unit, integration and CDK tests (race detector, every vet check) and a cdk synth
 	@$(MAKE) --no-print-directory fmt-check
