@@ -17,15 +17,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberS:
 		return len(t.Value)
 	case *types.AttributeValueMemberN:
-		return len(t.Value)/2 + 2
+		return numberSize(t.Value)
 	case *types.AttributeValueMemberB:
 		return len(t.Value)
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range t.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
+		return 3 + sum(t.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range t.Value {
@@ -33,23 +29,22 @@ func valueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return sum(t.Value, func(e string) int { return len(e) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)/2 + 2
-		}
-		return n
+		return sum(t.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return sum(t.Value, func(e []byte) int { return len(e) })
 	}
 	return 1
+}
+
+// numberSize is a number's size: about one byte per two digits, plus two.
+func numberSize(n string) int { return len(n)/2 + 2 }
+
+func sum[E any](es []E, size func(E) int) int {
+	n := 0
+	for _, e := range es {
+		n += size(e)
+	}
+	return n
 }

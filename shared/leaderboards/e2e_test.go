@@ -238,7 +238,7 @@ func check(t *testing.T, c *apitest.Client, models []*model, friends map[string]
 // window, percentile and friends rank equal to a brute-force sort of what
 // was submitted: from Redis, from DynamoDB with Redis down, and from Redis
 // again once it has been rebuilt (every top whole; every rank from Redis
-// first, then samples of each board).
+// first, then samples of each board, whole under RALLY_TEST_SCALE=full).
 func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
@@ -323,7 +323,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	// Redis down: ranks are counted in DynamoDB, a few hundred
 	// milliseconds each here: a sample of each board (tops stay whole).
 	srv.Stop()
-	check(t, c, models, friends, true, 25)
+	check(t, c, models, friends, true, testenv.Scale(25, 60))
 
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 		c.Player("reader", "GET", "/v1/leaderboards/"+boards[0].ID+"/top", nil).Expect(t, 200).JSON(t, &top)
 		return !top.Degraded
 	})
-	check(t, c, models, friends, false, 100)
+	check(t, c, models, friends, false, testenv.Scale(100, 0))
 }
 
 func dedupe(ids []string, self string) []string {
