@@ -69,6 +69,7 @@ type Poller struct {
 	mu           sync.Mutex
 	shards       map[string]*shard
 	paused       bool
+	waiters      int       // WaitIdle calls in progress: batching windows end early
 	described    time.Time // start of the last completed DescribeStream
 	lastBatchAt  time.Time
 	delivered    int64
@@ -217,8 +218,8 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		window    = p.opts.Processor.BatchWindow
 	)
 	for ctx.Err() == nil {
-		paused := p.isPaused()
-		if !paused && len(buf) > 0 && (len(buf) >= batchSize || closed || time.Since(windowAt) >= window) {
+		paused, waited := p.state()
+		if !paused && len(buf) > 0 && (len(buf) >= batchSize || closed || waited || time.Since(windowAt) >= window) {
 			n := min(len(buf), batchSize)
 			p.deliver(ctx, sh, buf[:n])
 			buf = buf[n:]
@@ -263,7 +264,7 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 			continue
 		}
 		wait := p.opts.PollInterval
-		if len(buf) > 0 && !paused {
+		if len(buf) > 0 && !paused && !waited {
 			wait = min(wait, max(window-time.Since(windowAt), 0))
 		}
 		p.sleep(ctx, sh, wait)
@@ -467,10 +468,12 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-func (p *Poller) isPaused() bool {
+// state reports whether the poller is paused and whether a WaitIdle call
+// is waiting.
+func (p *Poller) state() (paused, waited bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.paused
+	return p.paused, p.waiters > 0
 }
 
 // Pause stops invoking the processor; records keep being read (up to a
@@ -514,11 +517,21 @@ func (p *Poller) kick() {
 
 // WaitIdle returns once every record written to the stream before the call
 // has been delivered (applied or parked), at once when paused, and with
-// Run's error when the poller could not start. It polls
-// every shard immediately rather than waiting for the next tick, but a
-// batching window still runs its course.
+// Run's error when the poller could not start. It polls every shard
+// immediately rather than waiting for the next tick, and while it waits a
+// batching window ends as soon as its records are read: the window only
+// bounds how long a batch may be held (Lambda too invokes early once a
+// batch is full), and whoever waits for idle wants the records applied.
 func (p *Poller) WaitIdle(ctx context.Context) error {
 	since := time.Now()
+	p.mu.Lock()
+	p.waiters++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+	}()
 	p.kick()
 	for {
 		p.mu.Lock()

@@ -363,12 +363,37 @@ func TestABatchingWindowHoldsALoneRecord(t *testing.T) {
 	r.put("a", 1)
 	written := time.Now()
 	r.put("b", 1)
-	r.waitIdle()
+	await.Until(t, 30*time.Second, "the batch delivered", func() bool {
+		_, inv := rec.snapshot()
+		return len(inv) > 0
+	})
 	if d := time.Since(written); d < proc.BatchWindow-100*time.Millisecond {
 		t.Errorf("delivered %s after the write; the window is %s", d, proc.BatchWindow)
 	}
 	if _, inv := rec.snapshot(); len(inv) != 1 || len(inv[0]) != 2 {
 		t.Errorf("invocations %v, want both records in one batch", inv)
+	}
+}
+
+// Whoever waits for idle wants the records applied: a batching window
+// (here far longer than the test's patience) ends once they are read.
+func TestWaitingForIdleEndsABatchingWindow(t *testing.T) {
+	rec := &recorder{}
+	proc := processor(100, 0)
+	proc.BatchWindow = time.Hour
+	r := newRig(t, proc, rec.handle)
+	r.put("a", 1)
+	r.put("b", 1)
+	r.waitIdle()
+	if applied, inv := rec.snapshot(); len(inv) != 1 || strings.Join(applied, " ") != "a=1 b=1" {
+		t.Errorf("after idle: applied %v in invocations %v, want a=1 b=1 in one", applied, inv)
+	}
+	// Without a waiter the window holds the next record again: read, and
+	// still pending.
+	r.put("c", 1)
+	await.Until(t, 30*time.Second, "record c read", func() bool { return r.p.Status().LagRecords == 1 })
+	if applied, _ := rec.snapshot(); len(applied) != 2 {
+		t.Errorf("delivered %v before the window ended with nobody waiting", applied)
 	}
 }
 
