@@ -10,7 +10,8 @@ BUILD_DIR := build
 # grpcnotrace keeps golang.org/x/net/trace (and html/template) out of the
 # gRPC the X-Ray SDK links; with protobuf >= 1.36.12 (go.mod) the linker can
 # again drop unused methods, which halves every function (see README).
-GOFLAGS_LAMBDA := -tags lambda.norpc,grpcnotrace -trimpath -ldflags "-s -w"
+LAMBDA_TAGS    := lambda.norpc,grpcnotrace
+GOFLAGS_LAMBDA := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w"
 
 .PHONY: dev invoke test bench build synth deploy lint fmt-check clean tools check-go check-node check-java sam-env
 
@@ -21,10 +22,11 @@ invoke: tools ## Run FN's real binary against the running `make dev` stack: make
 	@test -n "$(FN)" || { echo "rally: give the function: make invoke FN=<name> [EVENT=events/<file>] (functions: $(FUNCTIONS))" >&2; exit 1; }
 	JSII_DEPRECATED=quiet $(GO) run ./infra/local/invoke -fn $(FN) $(if $(EVENT),-event $(EVENT)) $(ARGS)
 
-# make test compiles every package once, with the race detector: go test
-# runs every vet check on the packages it tests (-vet=all) and go vet the
-# rest, the boot test builds the function binaries with -race so they
-# reuse the same compiled packages, and the CLI synth runs the app built
+# make test compiles every package once, with the race detector and the
+# functions' build tags (the code the functions run): go test runs every
+# vet check on the packages it tests (-vet=all) and go vet the rest, the
+# boot test builds the function binaries with -race and the same tags so
+# they reuse the same compiled packages, and the CLI synth runs the app built
 # with -race, beside the tests. The synth check gives each function a
 # placeholder asset (the template does not depend on the binaries' bytes);
 # `make synth` and `make deploy` cross-compile the real ones. Test binaries
@@ -40,14 +42,14 @@ test: tools check-java ## Unit, integration and CDK tests (race detector, every 
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	for f in $(FUNCTIONS); do mkdir -p "$$tmp/build/$$f"; echo placeholder > "$$tmp/build/$$f/bootstrap"; done; \
 	echo "go build -race ./infra; npx cdk synth (placeholder assets) runs beside the tests"; \
-	$(GO) build -race -ldflags=-w -o "$$tmp/app" ./infra; \
+	$(GO) build -race -tags $(LAMBDA_TAGS) -ldflags=-w -o "$$tmp/app" ./infra; \
 	{ JSII_DEPRECATED=quiet npx --no-install cdk synth --quiet --app "$$tmp/app" -c buildDir="$$tmp/build" -o "$$tmp/cdk.out" > "$$tmp/synth.log" 2>&1; echo $$? > "$$tmp/synth.rc"; } & \
 	untested=$$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...); \
 	echo "go vet -race: the $$(echo $$untested | wc -w) packages without tests"; \
-	if $(GO) vet -race $$untested; then rc=0; else rc=$$?; fi; \
+	if $(GO) vet -race -tags $(LAMBDA_TAGS) $$untested; then rc=0; else rc=$$?; fi; \
 	if [ $$rc = 0 ]; then \
-		echo "go test -race -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./..."; \
-		if GOGC=$(TEST_GOGC) $(GO) test -race -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
+		echo "go test -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./..."; \
+		if GOGC=$(TEST_GOGC) $(GO) test -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
 	fi; \
 	wait; \
 	if [ "$$(cat "$$tmp/synth.rc" 2>/dev/null)" != 0 ]; then echo "rally: npx cdk synth failed:"; cat "$$tmp/synth.log"; exit 1; fi; \

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/client"
 )
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // through the API, refuses what the API refuses, and a wrong secret gets
 // no answer.
 func TestRedriveIsAClientOfTheOpsRoutes(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{Log: testenv.FailureLog(t)})
+	s := stacktest.Start(t, stack.Options{Log: testenv.FailureLog(t)})
 	ctx := context.Background()
 	signed := func(secret string) *client.Client {
 		c, err := client.New(ctx, client.Options{Endpoint: s.URL(), Region: stack.Region,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/client"
@@ -94,7 +95,7 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 	poisoned.Store(true)
 	var mu sync.Mutex
 	var counter streams.Handler // the real counter processor, once the stack is up
-	s := testenv.Stack(t, stack.Options{
+	s := stacktest.Start(t, stack.Options{
 		AccessKeyID: stack.DefaultAccessKey, SecretAccessKey: stack.DefaultSecretKey,
 		Processors: map[string]streams.Handler{
 			// The counter processor, broken for one game until "fixed", so

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/routes"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func startStack(t *testing.T, redisURL string) (*stack.Stack, *apitest.Client) {
 	t.Helper()
-	s := testenv.Stack(t, stack.Options{RedisURL: redisURL})
+	s := stacktest.Start(t, stack.Options{RedisURL: redisURL})
 	return s, apitest.New(t, s)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/app"
@@ -121,7 +122,7 @@ func TestHotReadsRoundTrips(t *testing.T) {
 //
 //	go test ./shared/leaderboards -run '^$' -bench WriteToVisible -benchtime 100x
 func BenchmarkWriteToVisible(b *testing.B) {
-	s := testenv.Stack(b, stack.Options{})
+	s := stacktest.Start(b, stack.Options{})
 	c := apitest.New(b, s)
 	define(b, c, board{ID: "live", Title: "Live", Policy: "increment", Order: "desc", Reset: "none", TieBreak: "earliest", MaxN: 100, Timezone: "UTC"})
 	// A new stack serves from DynamoDB until the processor's first tick has

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/leaderboards"
@@ -203,7 +204,7 @@ func (w world) check(t *testing.T, c *apitest.Client) {
 
 func jobStack(t *testing.T) (*stack.Stack, *apitest.Client) {
 	t.Helper()
-	s := testenv.Stack(t, stack.Options{Log: testenv.FailureLog(t), TickEvery: 200 * time.Millisecond})
+	s := stacktest.Start(t, stack.Options{Log: testenv.FailureLog(t), TickEvery: 200 * time.Millisecond})
 	return s, apitest.New(t, s)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/deadletters"
@@ -55,7 +56,7 @@ func TestAParkedBatchIsRedrivenAfterTheStreamForgotIt(t *testing.T) {
 	poisoned.Store(true)
 	var mu sync.Mutex
 	var counter streams.Handler // the real counter processor, once the stack is up
-	s := testenv.Stack(t, stack.Options{
+	s := stacktest.Start(t, stack.Options{
 		StreamRetention: routes.StreamRetention,
 		RetryBase:       time.Millisecond, RetryMax: 5 * time.Millisecond,
 		Log: testenv.FailureLog(t),
@@ -147,7 +148,7 @@ func TestAParkedBatchIsRedrivenAfterTheStreamForgotIt(t *testing.T) {
 // Bad input is a 400 that replays nothing; an unknown batch a 404; players
 // are refused.
 func TestRedriveRefusesWhatItCannotDo(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{Log: testenv.FailureLog(t)})
+	s := stacktest.Start(t, stack.Options{Log: testenv.FailureLog(t)})
 	c := apitest.New(t, s)
 	c.Service("POST", "/v1/ops/dlq/redrive", map[string]any{"processor": "no-such-processor"}).Expect(t, 400)
 	c.Service("POST", "/v1/ops/dlq/redrive", map[string]any{"batch_id": "abc"}).Expect(t, 400)

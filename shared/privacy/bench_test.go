@@ -8,7 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
 )
@@ -31,7 +31,7 @@ const (
 //
 //	CI=true go test ./shared/privacy -run '^$' -bench EraseHeavyUser -benchtime 3x
 func BenchmarkEraseHeavyUser(b *testing.B) {
-	s := testenv.Stack(b, stack.Options{StateDir: b.TempDir(), Configure: func(c *config.Config) {
+	s := stacktest.Start(b, stack.Options{StateDir: b.TempDir(), Configure: func(c *config.Config) {
 		// One player seeds hundreds of reactions a minute here.
 		c.Budgets = map[string]int{"favorite": 1e6, "like": 1e6, "ip": 1e6}
 	}})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/analytics"
@@ -66,7 +67,7 @@ func newWorld(t *testing.T) *world {
 		}
 		return (*h)(ctx, ev)
 	}
-	w.s = testenv.Stack(t, stack.Options{StateDir: w.dir, Processors: map[string]streams.Handler{
+	w.s = stacktest.Start(t, stack.Options{StateDir: w.dir, Processors: map[string]streams.Handler{
 		routes.ErasureProcessor.Function: gate,
 	}})
 	h := w.s.Deps().Stream(all.Erasure, routes.ErasureProcessor)

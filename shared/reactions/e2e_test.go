@@ -18,6 +18,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/api"
@@ -38,7 +39,7 @@ func startStack(t *testing.T, redisURL string) (*stack.Stack, *apitest.Client) {
 // startStackLogging is startStack with its logs and metrics sent to log.
 func startStackLogging(t *testing.T, redisURL string, log io.Writer) (*stack.Stack, *apitest.Client) {
 	t.Helper()
-	s := testenv.Stack(t, stack.Options{
+	s := stacktest.Start(t, stack.Options{
 		RedisURL: redisURL,
 		Log:      log,
 		Configure: func(c *config.Config) {

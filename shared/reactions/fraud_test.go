@@ -13,6 +13,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
@@ -30,7 +31,7 @@ const youngFor = 24 * time.Hour
 // the job runner ticking, so the jobs can check what the tests did.
 func fraudStack(t *testing.T, young time.Duration) (*stack.Stack, *apitest.Client) {
 	t.Helper()
-	s := testenv.Stack(t, stack.Options{
+	s := stacktest.Start(t, stack.Options{
 		Log:       testenv.FailureLog(t),
 		TickEvery: 200 * time.Millisecond,
 		Configure: func(c *config.Config) {

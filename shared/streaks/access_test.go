@@ -8,7 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 )
 
 type receipt struct {
@@ -75,7 +75,7 @@ func expectProblem(t *testing.T, r apitest.Response, status int, detail string) 
 // replayed), while a game server's report of them counts exactly as the
 // points table and the streak rules say, once however often it is sent.
 func TestMatchesAreReportedByGameServersOnly(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	// Noon UTC is 02:00 the next day in Kiritimati (UTC+14): the activity
 	// date is the player's, not the server's.
@@ -176,7 +176,7 @@ func TestMatchesAreReportedByGameServersOnly(t *testing.T) {
 // A game server's report is checked like any request: bad input is a 400
 // and writes nothing; a player's token does not open the route.
 func TestBadReportsWriteNothing(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{"user_id": "dan", "event_type": "MATCH_WON", "source": "console"}
@@ -223,7 +223,7 @@ func TestBadReportsWriteNothing(t *testing.T) {
 // Anyone reads a player's streak numbers; their time zone, points and last
 // activity date are theirs alone, and so is their points history.
 func TestAnotherPlayersStreakLeavesOutWhatIsTheirs(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	s.Clock().Set(time.Date(nextYear, 3, 10, 9, 0, 0, 0, time.UTC))
 	if r, err := activity(c, "eve", "open", map[string]any{"event_type": "DAILY_OPEN", "source": "web", "timezone": "Asia/Kolkata"}); err != nil || r.Status != 200 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/schema"
@@ -276,7 +277,7 @@ func deref(s *string) string {
 func TestStreaksFollowTheModel(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
-	s := testenv.Stack(t, stack.Options{RedisURL: srv.URL()})
+	s := stacktest.Start(t, stack.Options{RedisURL: srv.URL()})
 	c := apitest.New(t, s)
 	zones := []string{"Europe/Berlin", "America/New_York", "Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Kolkata", "Asia/Kathmandu", "UTC"}
 	regions := []string{"eu", "na", "apac", ""}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -29,7 +30,7 @@ var streakKeys = []string{"rally:streak:*", "rally:streaks:*", "rank:{streaks:*"
 // stays where it was.
 func TestAnErasedPlayerLeavesNoTraceInTheStreakCache(t *testing.T) {
 	srv := testenv.Redis(t)
-	s := testenv.Stack(t, stack.Options{RedisURL: srv.URL()})
+	s := stacktest.Start(t, stack.Options{RedisURL: srv.URL()})
 	c := apitest.New(t, s)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -70,7 +70,7 @@ func activity(c *apitest.Client, user, key string, body any) (apitest.Response, 
 }
 
 func TestConcurrentActivitiesOfOnePlayerAllCount(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	s.Clock().Set(time.Date(nextYear, 3, 10, 9, 0, 0, 0, time.UTC))
 	const n = 20
@@ -126,7 +126,7 @@ func TestConcurrentActivitiesOfOnePlayerAllCount(t *testing.T) {
 }
 
 func TestOneKeySentConcurrentlyHasOneEffect(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	s.Clock().Set(time.Date(nextYear, 3, 10, 9, 0, 0, 0, time.UTC))
 	const n = 20
@@ -164,7 +164,7 @@ func TestOneKeySentConcurrentlyHasOneEffect(t *testing.T) {
 }
 
 func TestBadActivityInputWritesNothing(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	ok := map[string]any{"event_type": "DAILY_OPEN", "source": "mobile_app"}
 	with := func(k string, v any) map[string]any {

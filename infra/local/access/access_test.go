@@ -19,6 +19,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
@@ -70,7 +71,7 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	redis := testenv.Redis(t)
 	var poisoned atomic.Bool
 	var counter atomic.Pointer[streams.Handler]
-	s := testenv.Stack(t, stack.Options{
+	s := stacktest.Start(t, stack.Options{
 		RedisURL: redis.URL(),
 		// Each function bound on its own, as each Lambda runs in its own
 		// process: no function's calls are spared by another's cache.

@@ -25,6 +25,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/policy"
 	"github.com/rallyhq/rally/infra/local/runtimeapi"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/infra/local/template/synth"
 	"github.com/rallyhq/rally/infra/local/testenv"
@@ -90,7 +91,7 @@ func boot(t *testing.T) *booted {
 	// The stack points the binaries at the local AWS endpoint, each with
 	// its own credentials and its role's statements: a call a role does
 	// not allow fails its sample here (AccessDeniedException).
-	b.stack = testenv.Stack(t, stack.Options{
+	b.stack = stacktest.Start(t, stack.Options{
 		ServiceRoles: append(slices.Clone(stack.DefaultServiceRoles), sampleRoles...),
 		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins},
 		Log:          b.log,

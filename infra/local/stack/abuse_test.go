@@ -14,6 +14,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
@@ -83,7 +84,7 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 	// and stays above an ordinary player's pace (each has an address of
 	// their own and pauses 2–4 s between calls: at most 30 a minute).
 	const ipBudget = 60
-	s := testenv.Stack(t, stack.Options{RedisURL: redis.URL(), Configure: func(c *config.Config) {
+	s := stacktest.Start(t, stack.Options{RedisURL: redis.URL(), Configure: func(c *config.Config) {
 		c.Budgets = map[string]int{routes.IPBudget.Name: ipBudget}
 	}})
 	c := apitest.New(t, s)

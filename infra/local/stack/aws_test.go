@@ -23,7 +23,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/infra/local/policy"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/routes"
@@ -36,7 +36,7 @@ import (
 // what its role does not allow is refused and not written.
 func TestFunctionBinariesReachTheStackThroughTheAWSEndpoint(t *testing.T) {
 	dir := t.TempDir()
-	s := testenv.Stack(t, stack.Options{AWSEndpoint: true, StateDir: dir})
+	s := stacktest.Start(t, stack.Options{AWSEndpoint: true, StateDir: dir})
 	if s.AWS() == nil || s.Info().AWSEndpoint != s.AWS().URL() {
 		t.Fatalf("the stack started no AWS endpoint: %+v", s.Info())
 	}
@@ -125,7 +125,7 @@ func TestFunctionBinariesReachTheStackThroughTheAWSEndpoint(t *testing.T) {
 // endpoint, as its role allows; without the secret in its role it does
 // not start.
 func TestAFunctionStartsAndCallsAWSThroughTheEndpoint(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{AWSEndpoint: true})
+	s := stacktest.Start(t, stack.Options{AWSEndpoint: true})
 	ctx := context.Background()
 	games, players := s.Tables().Of(schema.Games), s.Tables().Of(schema.Players)
 	fn := routes.ListFavorites.Function

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
@@ -83,7 +84,7 @@ func spendUntilRefused(t *testing.T, c *apitest.Client, player string, budget in
 // players are never held back.
 func TestThe31stFavoriteInAMinuteWaitsItsTurn(t *testing.T) {
 	t.Parallel()
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := apitest.New(t, s)
 	budget := routes.FavoriteBudget.PerMinute
 	over, refused := spendUntilRefused(t, c, "eager", budget)
@@ -107,7 +108,7 @@ func TestThe31stFavoriteInAMinuteWaitsItsTurn(t *testing.T) {
 func TestAFloodIsLimitedWhileRedisIsDown(t *testing.T) {
 	t.Parallel()
 	redis := testenv.Redis(t)
-	s := testenv.Stack(t, stack.Options{RedisURL: redis.URL()})
+	s := stacktest.Start(t, stack.Options{RedisURL: redis.URL()})
 	c := apitest.New(t, s)
 	redis.Stop()
 	budget := routes.FavoriteBudget.PerMinute
@@ -139,7 +140,7 @@ func TestOneAddressGetsTheIPBudget(t *testing.T) {
 	// A smaller per-IP budget than the declared one, so that a busy
 	// machine cannot serve the reads slower than the budget refills.
 	const ip = 120
-	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) { c.Budgets = map[string]int{routes.IPBudget.Name: ip} }})
+	s := stacktest.Start(t, stack.Options{Configure: func(c *config.Config) { c.Budgets = map[string]int{routes.IPBudget.Name: ip} }})
 	c := apitest.New(t, s)
 	perPlayer := ip / 4 // four players behind one address, each well inside their own budget
 	start := time.Now()
@@ -168,7 +169,7 @@ func TestOneAddressGetsTheIPBudget(t *testing.T) {
 func TestAServiceRoleGetsItsBudget(t *testing.T) {
 	t.Parallel()
 	const budget = 20
-	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) {
+	s := stacktest.Start(t, stack.Options{Configure: func(c *config.Config) {
 		c.Budgets = map[string]int{routes.ServiceBudget.Name: budget}
 	}})
 	c := apitest.New(t, s)
@@ -214,7 +215,7 @@ func getItem(t *testing.T, s *stack.Stack, table schema.Table, attr, id string) 
 // a day later, the whole. Bad input records no first-seen time.
 func TestAYoungAccountGetsHalfTheBudget(t *testing.T) {
 	t.Parallel()
-	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) { c.YoungAccountAge = 24 * time.Hour }})
+	s := stacktest.Start(t, stack.Options{Configure: func(c *config.Config) { c.YoungAccountAge = 24 * time.Hour }})
 	c := apitest.New(t, s)
 	c.Player("stranger", "POST", "/v1/favorites/bad!id", nil).Expect(t, 400)
 	if item := getItem(t, s, schema.Accounts, schema.AttrPlayerID, "stranger"); len(item) != 0 {
@@ -236,7 +237,7 @@ func TestAYoungAccountGetsHalfTheBudget(t *testing.T) {
 // halving it must not make it one request a minute.
 func TestABudgetTurnedOffStaysOffForAYoungAccount(t *testing.T) {
 	t.Parallel()
-	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) {
+	s := stacktest.Start(t, stack.Options{Configure: func(c *config.Config) {
 		c.YoungAccountAge = 24 * time.Hour
 		c.Budgets[routes.FavoriteBudget.Name] = 0
 	}})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -69,9 +69,9 @@ func (p problem) fields() []string {
 // the same request 400 with the same type and the same field.
 func TestGatewayRefusesWhatTheDocumentRefusesAsTheHandlerWould(t *testing.T) {
 	var logs syncBuffer
-	s := testenv.Stack(t, stack.Options{Log: &logs})
+	s := stacktest.Start(t, stack.Options{Log: &logs})
 	c := apitest.New(t, s)
-	unchecked := apitest.New(t, testenv.Stack(t, stack.Options{SkipRequestValidation: true}))
+	unchecked := apitest.New(t, stacktest.Start(t, stack.Options{SkipRequestValidation: true}))
 	for _, tc := range invalidRequests {
 		t.Run(tc.name, func(t *testing.T) {
 			var gw, handler problem

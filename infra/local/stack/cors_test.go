@@ -8,7 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -19,7 +19,7 @@ import (
 // included. A page on another origin gets no CORS header.
 func TestAWebGameOnLocalhostCallsTheStack(t *testing.T) {
 	t.Parallel()
-	s := testenv.Stack(t, stack.Options{Configure: func(c *config.Config) { c.Budgets[routes.FavoriteBudget.Name] = 1 }})
+	s := stacktest.Start(t, stack.Options{Configure: func(c *config.Config) { c.Budgets[routes.FavoriteBudget.Name] = 1 }})
 	c := apitest.New(t, s)
 	const page = "http://localhost:5173"
 

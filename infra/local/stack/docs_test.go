@@ -21,6 +21,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/docs"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/api"
@@ -49,7 +50,7 @@ var cssExternal = regexp.MustCompile(`(?i)(?:url\(\s*['"]?|@import\s+['"])\s*(?:
 // the page works offline and a CDN outage cannot break it.
 func TestDocsServeThePageAndItsAssetsFromThisStackOnly(t *testing.T) {
 	dir := requireDocsAssets(t)
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 
 	code, hdr, page := c.call("GET", "/docs", "", nil)
@@ -249,7 +250,7 @@ func TestDocsDrawEveryRouteInABrowser(t *testing.T) {
 	chromium, err := findChromium()
 	testenv.Require(t, "chromium", err)
 	requireDocsAssets(t)
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 
 	shot := filepath.Join(t.TempDir(), "docs.png")
 	var page renderedPage

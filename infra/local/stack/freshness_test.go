@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/freshness/dynamo"
@@ -93,7 +94,7 @@ func awaitAsOf(t *testing.T, c *apitest.Client, w window) map[string]time.Time {
 // says the same.
 func TestAsOfIsTheNewestChangeTheProcessorsApplied(t *testing.T) {
 	redis := testenv.Redis(t)
-	s := testenv.Stack(t, stack.Options{RedisURL: redis.URL()})
+	s := stacktest.Start(t, stack.Options{RedisURL: redis.URL()})
 	c := apitest.New(t, s)
 	s.Clock().Set(time.Date(time.Now().Year()+1, 3, 10, 9, 0, 0, 0, time.UTC))
 	c.Service("PUT", "/v1/leaderboards/fresh", map[string]any{

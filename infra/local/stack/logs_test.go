@@ -8,7 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/infra/local/testenv"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/obs"
@@ -21,7 +21,7 @@ import (
 // wherever a line is about the user.
 func TestLogsNameUsersOnlyByTheirKeyedHash(t *testing.T) {
 	var logs syncBuffer
-	s := testenv.Stack(t, stack.Options{Log: &logs})
+	s := stacktest.Start(t, stack.Options{Log: &logs})
 	c := apitest.New(t, s)
 	const (
 		fan      = "zqx-fan-7f3e91"

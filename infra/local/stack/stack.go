@@ -2,7 +2,7 @@
 // given endpoint), Redis (embedded miniredis or a given URL), the tables
 // from shared/schema, the real handlers from shared/app behind a local API
 // Gateway (JWT and SigV4 authorizers), and a poller per stream processor.
-// `go run ./infra/local` runs it for development; testenv.Stack runs it in
+// `go run ./infra/local` runs it for development; stacktest.Start runs it in
 // end-to-end tests.
 package stack
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/authorizer"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/api"
@@ -112,7 +113,7 @@ func waitIdle(t *testing.T, s *stack.Stack) {
 // The real handlers and the real counter processor, end to end: a favorite
 // written through the API is counted once the stream has been delivered.
 func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	alice, bob := c.token("alice"), c.token("bob")
 	c.json("PUT", "/v1/games/space-race", "sigv4", map[string]string{"title": "Space Race", "thumbnail_url": "https://img.example/s.png"}, 200, nil)
@@ -136,7 +137,7 @@ func TestAFavoriteIsCountedThroughTheStream(t *testing.T) {
 }
 
 func TestHealthReportsEverythingUp(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	var h stack.Health
 	c.json("GET", "/_local/health", "", nil, 200, &h)
@@ -154,7 +155,7 @@ func TestHealthReportsEverythingUp(t *testing.T) {
 }
 
 func TestTheClockMovesWhatHandlersSee(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	var st struct {
 		Now    string `json:"now"`
@@ -186,7 +187,7 @@ func TestTheClockMovesWhatHandlersSee(t *testing.T) {
 
 func TestTokensFromTheLocalIssuerOpenPlayerRoutes(t *testing.T) {
 	var sub atomic.Value
-	s := testenv.Stack(t, stack.Options{Handlers: map[string]api.Handler{
+	s := stacktest.Start(t, stack.Options{Handlers: map[string]api.Handler{
 		routes.TopGames.Function: func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			sub.Store(ev.RequestContext.Authorizer.JWT.Claims["sub"])
 			return api.Encode(api.OK(map[string]string{})), nil
@@ -230,7 +231,7 @@ func TestFailedBatchesAreParkedArchivedAndRedriven(t *testing.T) {
 	broken.Store(true)
 	var mu sync.Mutex
 	var applied []string
-	s := testenv.Stack(t, stack.Options{StreamRetention: routes.StreamRetention, Processors: map[string]streams.Handler{
+	s := stacktest.Start(t, stack.Options{StreamRetention: routes.StreamRetention, Processors: map[string]streams.Handler{
 		routes.CounterProcessor.Function: func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 			if broken.Load() {
 				return events.DynamoDBEventResponse{}, errors.New("counter store unavailable")
@@ -295,7 +296,7 @@ func TestFailedBatchesAreParkedArchivedAndRedriven(t *testing.T) {
 }
 
 func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	fn := routes.CounterProcessor.Function
 	if err := s.Pause(fn); err != nil {
@@ -328,7 +329,7 @@ func TestAPausedProcessorShowsLagUntilResumed(t *testing.T) {
 }
 
 func TestServiceRoutesAcceptSignRequest(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	c.json("PUT", "/v1/games/g1", "sigv4", map[string]string{"title": "G1", "thumbnail_url": "https://img.example/g1.png"}, 200, nil)
 	if code, _, _ := c.call("PUT", "/v1/games/g1", c.token("alice"), map[string]string{"title": "G1"}); code != 403 {
@@ -338,7 +339,7 @@ func TestServiceRoutesAcceptSignRequest(t *testing.T) {
 
 func TestOpenAPIAndRequestLog(t *testing.T) {
 	var logs syncBuffer
-	s := testenv.Stack(t, stack.Options{Log: &logs})
+	s := stacktest.Start(t, stack.Options{Log: &logs})
 	c := client{t, s.URL()}
 	code, hdr, body := c.call("GET", "/openapi.json", "", nil)
 	var doc map[string]any
@@ -395,7 +396,7 @@ func (s *syncBuffer) String() string {
 // resolves to 127.0.0.1 (DNS rebinding) reaches the port, but its Host
 // header gives it away and it gets 403, with nothing done.
 func TestLocalEndpointsAnswerOnlyLoopbackHosts(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	port := strings.TrimPrefix(s.URL(), "http://localhost:")
 	send := func(host, method, path, body string) (int, string) {
 		t.Helper()
@@ -436,7 +437,7 @@ func TestLocalEndpointsAnswerOnlyLoopbackHosts(t *testing.T) {
 // allow-list. Locally a role session comes from /_local/assume-role and is
 // described to the function as AWS describes it (an assumed-role ARN).
 func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
-	s := testenv.Stack(t, stack.Options{})
+	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
 	call := func(creds authorizer.RoleCredentials) (int, string) {
 		t.Helper()
@@ -480,7 +481,7 @@ func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
 	}
 	c.json("POST", "/_local/assume-role", "", map[string]string{"role_arn": "arn:aws:iam::123456789012:role/rally-local-operator"}, 400, nil)
 
-	narrow := testenv.Stack(t, stack.Options{ServiceRoles: []string{stack.OperatorRole}})
+	narrow := stacktest.Start(t, stack.Options{ServiceRoles: []string{stack.OperatorRole}})
 	req, err := http.NewRequest("GET", narrow.URL()+"/v1/ops/health", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,13 @@
 // Package testenv gives integration tests real storage: DynamoDB Local (one
-// per test binary, a fresh set of tables per test), a real redis-server per
-// test, and a whole local stack for end-to-end tests. Outside CI a missing
-// dependency skips the test with the reason; with CI=true it fails it, so a
-// pipeline can never pass by skipping (package ci owns that rule).
+// per test binary, a fresh set of tables per test) and a real redis-server
+// per test; package stacktest runs a whole local stack over them. Outside
+// CI a missing dependency skips the test with the reason; with CI=true it
+// fails it, so a pipeline can never pass by skipping (package ci owns that
+// rule).
 //
-// Because Stack runs the real handlers, testenv depends on shared/app: use
-// it from external test packages (package foo_test) only, or a package
-// under shared/app would import itself.
+// testenv imports no feature and no handler: a feature's own tests use it
+// without the go tool compiling the local stack again against that
+// feature's test build.
 package testenv
 
 import (
@@ -24,14 +25,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
-	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/redisserver"
-	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/tables"
 	"github.com/rallyhq/rally/infra/local/testenv/ci"
-	"github.com/rallyhq/rally/shared/config"
-	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -151,71 +148,6 @@ func Redis(t testing.TB) *redisserver.Server {
 	Require(t, "redis-server", err)
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
-}
-
-// Stack runs a whole local stack for an end-to-end test, on a free port,
-// against the binary's DynamoDB Local (fresh tables for this test) and a
-// real redis-server of its own, with the state directory in t.TempDir and
-// fast retries so DLQ paths finish quickly. Fields set in opts win. The
-// stack is stopped and its tables deleted when the test ends, and the test
-// fails if a function touched anything its declarations do not grant it
-// (shared/routes Uses, what the CDK stack grants): that call would be
-// refused in AWS. The gateway checks every request against the OpenAPI
-// document before its handler (stack.Options.SkipRequestValidation turns
-// that off), so a test's request the document refuses answers 400.
-func Stack(t testing.TB, opts stack.Options) *stack.Stack {
-	t.Helper()
-	if opts.DynamoDBEndpoint == "" {
-		opts.DynamoDBEndpoint = Endpoint(t)
-	}
-	if opts.Tables == nil {
-		opts.Tables = Names(t)
-	}
-	if opts.RedisURL == "" {
-		opts.RedisURL = Redis(t).URL()
-	}
-	if opts.StateDir == "" {
-		opts.StateDir = t.TempDir()
-	}
-	if opts.Log == nil {
-		opts.Log = FailureLog(t)
-	}
-	// Young-account controls are off unless a test turns them on: a test's
-	// players are all minutes old. Budgets are the declared ones, but for
-	// the per-IP and the read budgets: every test client calls from
-	// 127.0.0.1, and tests check boards and counts through one reader and
-	// poll them (a test of those budgets sets them).
-	configure := opts.Configure
-	opts.Configure = func(c *config.Config) {
-		c.YoungAccountAge = 0
-		c.Budgets = map[string]int{routes.IPBudget.Name: 1_000_000, routes.ReadBudget.Name: 1_000_000}
-		if configure != nil {
-			configure(c)
-		}
-	}
-	if opts.RetryBase == 0 {
-		opts.RetryBase, opts.RetryMax = 5*time.Millisecond, 50*time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := stack.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("testenv: start the local stack: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("testenv: stop the local stack: %v", err)
-		}
-		for _, d := range access.Denied(access.Grants(), s.Access().Uses()) {
-			t.Errorf("testenv: not granted in AWS: %s", d)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := tables.Delete(ctx, s.DB(), s.Tables()); err != nil {
-			t.Logf("testenv: delete tables: %v", err)
-		}
-	})
-	return s
 }
 
 // Main runs the tests and then stops the DynamoDB Local this binary

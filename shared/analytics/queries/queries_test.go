@@ -19,6 +19,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
+	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/analytics/queries"
@@ -94,7 +95,7 @@ func (r *shipTwice) handle(ctx context.Context, ev events.DynamoDBEvent) (events
 func TestNamedQueriesAnswerWhatHappened(t *testing.T) {
 	redo := &shipTwice{}
 	dir := t.TempDir()
-	s := testenv.Stack(t, stack.Options{StateDir: dir, Processors: map[string]streams.Handler{
+	s := stacktest.Start(t, stack.Options{StateDir: dir, Processors: map[string]streams.Handler{
 		routes.AnalyticsShipper.Function: redo.handle,
 	}})
 	real := s.Deps().Stream(analyticsbind.Analytics, routes.AnalyticsShipper)
