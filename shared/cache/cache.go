@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,8 @@ var ErrDisabled = errors.New("cache: no redis configured")
 
 // Options configures a client.
 type Options struct {
-	// URL is redis://host:port or rediss://host:port (TLS).
+	// URL is redis://host:port or rediss://host:port (TLS), optionally
+	// with a database number (redis://host:port/2; only 0 in a cluster).
 	URL string
 	// Cluster selects cluster semantics (ElastiCache Serverless).
 	Cluster bool
@@ -57,9 +60,14 @@ func New(opts Options) (redis.UniversalClient, error) {
 	if u.Scheme == "rediss" {
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
 	}
+	db, err := database(u.Path)
+	if err != nil || (db != 0 && opts.Cluster) {
+		return nil, fmt.Errorf("cache: bad redis url %q: the path is the database number, and a cluster has only 0", opts.URL)
+	}
 	password, _ := u.User.Password()
 	uo := &redis.UniversalOptions{
 		Addrs:                 []string{u.Host},
+		DB:                    db,
 		Username:              u.User.Username(),
 		Password:              password,
 		TLSConfig:             tlsCfg,
@@ -77,6 +85,19 @@ func New(opts Options) (redis.UniversalClient, error) {
 		client.AddHook(h)
 	}
 	return client, nil
+}
+
+// database is the database number a URL's path names: "" or "/" is 0.
+func database(path string) (int, error) {
+	path = strings.TrimPrefix(path, "/")
+	if path == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(path)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("database %q is not a number", path)
+	}
+	return n, nil
 }
 
 // IsMiss reports whether err is a cache miss rather than a failure.
