@@ -244,6 +244,47 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
 	s, c := startStack(t, srv.URL())
+	models, friends := playTheModel(t, s, c, testenv.Scale(240, 1200))
+	check(t, c, models, friends, false, 0)
+
+	// Redis down: ranks are counted in DynamoDB, a few hundred
+	// milliseconds each here: a sample of each board (tops stay whole).
+	srv.Stop()
+	check(t, c, models, friends, true, testenv.Scale(25, 60))
+
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted Redis is empty; the processor's tick rebuilds every
+	// board from DynamoDB, then reads leave the fallback.
+	await.Until(t, 20*time.Second, "boards served from Redis again after it came back", func() bool {
+		var top struct {
+			Degraded bool `json:"degraded"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/"+models[0].b.ID+"/top", nil).Expect(t, 200).JSON(t, &top)
+		return !top.Degraded
+	})
+	check(t, c, models, friends, false, testenv.Scale(100, 0))
+}
+
+// The same model on a local Redis Cluster of three nodes, as ElastiCache
+// runs one: each board under its own hash tag, on whichever shard owns it.
+func TestBoardsEqualTheModelOnARedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.RedisCluster(t)
+	s := stacktest.Start(t, stack.Options{RedisURL: cl.URL(), RedisCluster: true})
+	c := apitest.New(t, s)
+	models, friends := playTheModel(t, s, c, testenv.Scale(120, 1200))
+	check(t, c, models, friends, false, 0)
+}
+
+// playTheModel defines four boards (every policy, order and tie-break),
+// has players submit to them at once, redelivers stale and repeated
+// stream records, gives some players friends, and returns the model of
+// each board and the friend lists.
+func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players int) ([]*model, map[string][]string) {
+	t.Helper()
 	s.Clock().Set(time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC))
 	boards := []board{
 		{ID: "best-desc-earliest", Policy: "best", Order: "desc", TieBreak: "earliest", Reset: "none"},
@@ -258,7 +299,6 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 		models[i] = newModel(b)
 	}
 	// Every player plays on one board, in order; players play at once.
-	players := testenv.Scale(240, 1200)
 	base := time.Date(2026, 11, 15, 6, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -318,27 +358,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 		c.Service("PUT", "/v1/players/"+p+"/friends", map[string]any{"friend_ids": append([]string{}, fs...)}).Expect(t, 200)
 		friends[p] = dedupe(fs, p)
 	}
-
-	check(t, c, models, friends, false, 0)
-
-	// Redis down: ranks are counted in DynamoDB, a few hundred
-	// milliseconds each here: a sample of each board (tops stay whole).
-	srv.Stop()
-	check(t, c, models, friends, true, testenv.Scale(25, 60))
-
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The restarted Redis is empty; the processor's tick rebuilds every
-	// board from DynamoDB, then reads leave the fallback.
-	await.Until(t, 20*time.Second, "boards served from Redis again after it came back", func() bool {
-		var top struct {
-			Degraded bool `json:"degraded"`
-		}
-		c.Player("reader", "GET", "/v1/leaderboards/"+boards[0].ID+"/top", nil).Expect(t, 200).JSON(t, &top)
-		return !top.Degraded
-	})
-	check(t, c, models, friends, false, testenv.Scale(100, 0))
+	return models, friends
 }
 
 func dedupe(ids []string, self string) []string {

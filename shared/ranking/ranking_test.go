@@ -24,9 +24,11 @@ type backend struct {
 	ids, sample int
 }
 
-// backends runs fn against a private redis-server and against miniredis.
+// backends runs fn against a private redis-server, a local three-node
+// Redis Cluster (as ElastiCache runs it) and miniredis.
 func backends(t *testing.T, fn func(t *testing.T, bk backend)) {
 	t.Run("redis-server", func(t *testing.T) { fn(t, backend{rdb: redistest.Server(t), ids: 2500}) })
+	t.Run("redis-cluster", func(t *testing.T) { fn(t, backend{rdb: redistest.Cluster(t), ids: 1000}) })
 	t.Run("miniredis", func(t *testing.T) {
 		rdb, _ := redistest.Mini(t)
 		fn(t, backend{rdb: rdb, ids: 700, sample: 60})

@@ -2,6 +2,8 @@ package redisserver_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +47,46 @@ func TestStopAndStartKeepTheAddressAndLoseTheData(t *testing.T) {
 	}
 	if err := rdb.Set(ctx, "k", "w", 0).Err(); err != nil {
 		t.Fatalf("SET after restart: %v", err)
+	}
+}
+
+// A local cluster spreads hash slots over its nodes as ElastiCache does:
+// keys under different hash tags land on different nodes, one command
+// may not span slots, and a cluster client reaches every key from one
+// seed.
+func TestAClusterSpreadsSlotsOverItsNodes(t *testing.T) {
+	cl := testenv.RedisCluster(t)
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[:1]})
+	defer rdb.Close()
+	for i := range 300 {
+		if err := rdb.Set(ctx, fmt.Sprintf("{tag-%d}:k", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := int64(0)
+	for i, addr := range cl.Addrs() {
+		node := redis.NewClient(&redis.Options{Addr: addr})
+		n, err := node.DBSize(ctx).Result()
+		node.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Errorf("node %d holds none of 300 keys under 300 tags", i)
+		}
+		total += n
+	}
+	if total != 300 {
+		t.Errorf("the nodes hold %d keys, want 300", total)
+	}
+	if got, err := rdb.Get(ctx, "{tag-299}:k").Int(); err != nil || got != 299 {
+		t.Errorf("read back %d, %v", got, err)
+	}
+	if err := rdb.Do(ctx, "MGET", "{tag-1}:k", "{tag-2}:k").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Errorf("a command spanning two slots answered %v, want CROSSSLOT", err)
+	}
+	if err := rdb.Do(ctx, "MGET", "{tag-1}:k", "{tag-1}:other").Err(); err != nil {
+		t.Errorf("a command within one slot failed: %v", err)
 	}
 }

@@ -91,6 +91,9 @@ type Options struct {
 	Persist bool
 	// RedisURL uses this Redis; empty starts an embedded miniredis.
 	RedisURL string
+	// RedisCluster says RedisURL is a node of a Redis Cluster: the
+	// functions use cluster mode (RALLY_REDIS_CLUSTER), as with ElastiCache.
+	RedisCluster bool
 	// StateDir holds analytics/ and the persisted database
 	// (default .local).
 	StateDir string
@@ -435,7 +438,7 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.DynamoDBEndpoint = s.ddbURL
 	cfg.Tables = s.names
 	cfg.RedisURL = s.redisURL
-	cfg.RedisCluster = false
+	cfg.RedisCluster = s.opts.RedisCluster && s.mini == nil
 	cfg.SecretARN = ""
 	cfg.ServiceRoles = s.opts.ServiceRoles
 	if cfg.ServiceRoles == nil {

@@ -12,6 +12,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -148,6 +149,28 @@ func Redis(t testing.TB) *redisserver.Server {
 	Require(t, "redis-server", err)
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
+}
+
+// ClusterNodes is how many primaries RedisCluster starts: enough that
+// boards under different hash tags land on different shards.
+const ClusterNodes = 3
+
+// RedisCluster starts a local Redis Cluster of ClusterNodes redis-servers
+// for this test (cluster files in t.TempDir) and stops it when the test
+// ends. Give a client its Addrs (or its URL with cluster mode on).
+func RedisCluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := redisserver.StartCluster(ctx, ClusterNodes, t.TempDir())
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		Require(t, "redis-server", err)
+	}
+	if err != nil {
+		t.Fatalf("testenv: start a Redis Cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // Main runs the tests and then stops the DynamoDB Local this binary

@@ -1,5 +1,5 @@
 // Package redistest gives tests real Redis servers: a private redis-server
-// (standalone or a one-node cluster) on a free port, or an embedded
+// on a free port, a local Redis Cluster of three nodes, or an embedded
 // miniredis. When redis-server is missing the test is skipped, except in
 // CI (CI=true), where a missing dependency fails the test: package ci's
 // rule, as in testenv.
@@ -8,16 +8,13 @@ package redistest
 import (
 	"context"
 	"errors"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/infra/local/redisserver"
-	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/ci"
 )
 
@@ -31,24 +28,15 @@ func Server(tb testing.TB, extra ...string) *redis.Client {
 	return c
 }
 
-// Cluster starts a one-node Redis Cluster owning every slot. It enforces
-// what ElastiCache Serverless does for multi-key commands: keys in one
-// command must share a hash slot (CROSSSLOT otherwise).
+// Cluster starts a local Redis Cluster of testenv.ClusterNodes primaries
+// and returns a client seeded with one of them. It enforces what
+// ElastiCache does for multi-key commands: keys in one command must share
+// a hash slot (CROSSSLOT otherwise), and boards under different hash tags
+// live on different nodes.
 func Cluster(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	dir := tb.TempDir()
-	addr := start(tb, dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
-	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: addr})
-	defer admin.Close()
-	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-		tb.Fatalf("assign cluster slots: %v", err)
-	}
-	await.Until(tb, 15*time.Second, "cluster state ok", func() bool {
-		info, err := admin.ClusterInfo(ctx).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
-	})
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	cl := testenv.RedisCluster(tb)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[:1]})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
