@@ -182,6 +182,22 @@ func check(t *testing.T, c *apitest.Client, models []*model, friends map[string]
 		if fmt.Sprint(top.Entries) != fmt.Sprint(want) || top.Total != len(want) {
 			t.Fatalf("%s top differs from the brute-force sort:\n got %v (total %d)\nwant %v", m.b.ID, top.Entries, top.Total, want)
 		}
+		// Pages further down, some starting inside a tie, one past the end.
+		for _, from := range []int{2, 3, len(want) / 3, len(want) / 2, len(want) - 2, len(want) + 1} {
+			if from < 1 {
+				continue
+			}
+			var page struct {
+				Entries  []ranked `json:"entries"`
+				Total    int      `json:"total"`
+				Degraded bool     `json:"degraded"`
+			}
+			c.Player("reader", "GET", fmt.Sprintf("/v1/leaderboards/%s/top?n=7&from_rank=%d", m.b.ID, from), nil).Expect(t, 200).JSON(t, &page)
+			wantPage := want[min(from-1, len(want)):min(from-1+7, len(want))]
+			if fmt.Sprint(page.Entries) != fmt.Sprint(wantPage) || page.Total != len(want) || page.Degraded != degraded {
+				t.Fatalf("%s page from rank %d:\n got %v (total %d, degraded %v)\nwant %v", m.b.ID, from, page.Entries, page.Total, page.Degraded, wantPage)
+			}
+		}
 		players := make([]string, 0, len(want))
 		for _, r := range want {
 			players = append(players, r.PlayerID)

@@ -23,8 +23,10 @@ type API struct {
 const (
 	MaxTop     = 1000 // n above a board's max_n is clamped; above this it is refused
 	DefaultTop = 10
-	MaxK       = 50
-	DefaultK   = 4
+	// MaxFromRank bounds how deep a page of top may start (from_rank).
+	MaxFromRank = 1 << 30
+	MaxK        = 50
+	DefaultK    = 4
 	// MaxClockSkew is how far in the future a match may say it happened.
 	MaxClockSkew = 5 * time.Minute
 )
@@ -338,10 +340,11 @@ func (a *API) LeaderboardTop(ctx context.Context, r *api.Request) (api.Response,
 	}
 	var f errs.Fields
 	id, period, n := readArgs(r, &f, "n", DefaultTop, MaxTop)
+	from := r.IntQuery(&f, "from_rank", 1, 1, MaxFromRank)
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	t, err := a.Service.Top(ctx, id, period, n)
+	t, err := a.Service.Top(ctx, id, period, from, n)
 	if err != nil {
 		return api.Response{}, err
 	}

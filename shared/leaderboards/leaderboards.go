@@ -192,8 +192,9 @@ type Scores interface {
 	Get(ctx context.Context, board, period string, players []string) ([]Score, error)
 	// Members counts the players with a score.
 	Members(ctx context.Context, board, period string) (int64, error)
-	// Top returns the best n, ranked, read from the score-ordered index.
-	Top(ctx context.Context, d Definition, period string, n int) ([]Entry, error)
+	// Top returns n entries from rank from (1-based) on, ranked, read from
+	// the score-ordered index.
+	Top(ctx context.Context, d Definition, period string, from, n int) ([]Entry, error)
 	// Around returns the player's entry and up to k entries on each side,
 	// ranked, read from the score-ordered index; ErrNotRanked if unranked.
 	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, error)
@@ -209,7 +210,7 @@ type Scores interface {
 type Cache interface {
 	Trusted(ctx context.Context) error
 	Upsert(ctx context.Context, d Definition, s Score) (rank int, total int64, err error)
-	Top(ctx context.Context, d Definition, period string, n int) (es []Entry, total int64, asOf time.Time, err error)
+	Top(ctx context.Context, d Definition, period string, from, n int) (es []Entry, total int64, asOf time.Time, err error)
 	Around(ctx context.Context, d Definition, period, player string, k int) (self Entry, window []Entry, total int64, asOf time.Time, err error)
 	Among(ctx context.Context, d Definition, period string, players []string) (es []Entry, asOf time.Time, err error)
 	Total(ctx context.Context, d Definition, period string) (int64, error)

@@ -214,6 +214,8 @@ func TestLeaderboardBadInputWritesNothing(t *testing.T) {
 		"player submitting":             {apitest.Call{Method: "POST", Path: "/v1/leaderboards/ok/scores", Body: `{"player_id":"p","match_id":"m","score":1}`, Token: tok}, 403},
 		"n = 0":                         {read("/v1/leaderboards/ok/top?n=0"), 400},
 		"n = 1001":                      {read("/v1/leaderboards/ok/top?n=1001"), 400},
+		"from_rank = 0":                 {read("/v1/leaderboards/ok/top?from_rank=0"), 400},
+		"from_rank not a number":        {read("/v1/leaderboards/ok/top?from_rank=ten"), 400},
 		"k = -1":                        {read("/v1/leaderboards/ok/players/p/rank?k=-1"), 400},
 		"k = 51":                        {read("/v1/leaderboards/ok/players/p/rank?k=51"), 400},
 		"k not a number":                {read("/v1/leaderboards/ok/players/p/friends-rank?k=two"), 400},

@@ -194,8 +194,10 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 	return res, nil
 }
 
-// Top returns the best n of a period (n is clamped to the board's MaxN).
-func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error) {
+// Top returns n entries of a period from rank from (1-based) on: the best
+// n from 1, a deeper page past it. n is clamped to the board's MaxN; how
+// deep a page starts is not.
+func (s *Service) Top(ctx context.Context, id, period string, from, n int) (Top, error) {
 	d, err := s.definition(ctx, id)
 	if err != nil {
 		return Top{}, err
@@ -204,7 +206,7 @@ func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error
 		return Top{}, err
 	}
 	n = min(n, d.MaxN)
-	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d", id, period, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, n) })
+	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d|%d", id, period, from, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, from, n) })
 	if err == nil {
 		s.countRead(t.Degraded)
 	}
@@ -216,9 +218,9 @@ func (s *Service) Top(ctx context.Context, id, period string, n int) (Top, error
 // missing the board) is as of the read: Scores is the truth the processor
 // mirrors, it lags nothing (its score-ordered index follows within a
 // moment), so no processor watermark applies to it.
-func (s *Service) top(ctx context.Context, d Definition, period string, n int) (Top, error) {
+func (s *Service) top(ctx context.Context, d Definition, period string, from, n int) (Top, error) {
 	t := Top{Period: period}
-	entries, total, asOf, err := s.Cache.Top(ctx, d, period, n)
+	entries, total, asOf, err := s.Cache.Top(ctx, d, period, from, n)
 	if err == nil && total == 0 {
 		// An empty board in Redis may be one Redis lost: ask DynamoDB.
 		if members, merr := s.Scores.Members(ctx, d.ID, period); merr == nil && members > 0 {
@@ -227,7 +229,7 @@ func (s *Service) top(ctx context.Context, d Definition, period string, n int) (
 	}
 	if err != nil {
 		t.Degraded, t.AsOf = true, s.Clock.Now()
-		if entries, err = s.Scores.Top(ctx, d, period, n); err != nil {
+		if entries, err = s.Scores.Top(ctx, d, period, from, n); err != nil {
 			return Top{}, err
 		}
 		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {

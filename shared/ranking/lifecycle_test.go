@@ -27,7 +27,7 @@ func storedKeys(t *testing.T, rdb redis.UniversalClient, b Board) []string {
 func snapshotOf(m *model) []Item { return m.snapshot() }
 
 func TestLoadSwapsAtomicallyAndKeepsConcurrentWrites(t *testing.T) {
-	backends(t, func(t *testing.T, bk backend) {
+	backendsAndCluster(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		e := New(bk.rdb)
 		b := Board{Tag: "lb:load", Name: "daily"}

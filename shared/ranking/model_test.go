@@ -149,8 +149,13 @@ func sameEntries(got, want []Entry) error {
 	return nil
 }
 
+// keep samples: with sample > 0, about sample of every len(ids) checks run.
+func keep(rng *rand.Rand, ids []string, sample int) bool {
+	return sample == 0 || rng.IntN(len(ids)) < sample
+}
+
 // checkBoard compares every read of the engine with the model: Total, Top
-// for several n, Around for every ranked ID (rotating k, and every k at
+// for several n, Page from ranks at the edges and a sample between, Around for every ranked ID (rotating k, and every k at
 // the edges), Around of unranked IDs, and Among of random groups. With
 // sample > 0, Around reads the edges and only sample other IDs.
 func checkBoard(t *testing.T, ctx context.Context, e *Engine, m *model, rng *rand.Rand, ids []string, sample int) {
@@ -171,6 +176,22 @@ func checkBoard(t *testing.T, ctx context.Context, e *Engine, m *model, rng *ran
 		}
 		if err := sameEntries(got, want[:min(limit, n)]); err != nil {
 			t.Fatalf("Top(%d): %v", limit, err)
+		}
+	}
+	// Pages further down: every start near the top and the bottom, and
+	// about 40 between (many start inside a tie).
+	for from := 1; from <= n+1; from++ {
+		if from > 12 && from < n-12 && rng.IntN(n) >= 40 {
+			continue
+		}
+		for _, limit := range []int{1, 5, 10} {
+			got, total, err := e.Page(ctx, m.b, from, limit)
+			if err != nil || total != int64(n) {
+				t.Fatalf("Page(%d, %d): total %d, %v; want %d", from, limit, total, err, n)
+			}
+			if err := sameEntries(got, want[min(from-1, n):min(from-1+limit, n)]); err != nil {
+				t.Fatalf("Page(%d, %d): %v", from, limit, err)
+			}
 		}
 	}
 	index := make(map[string]int, n)
@@ -200,18 +221,17 @@ func checkBoard(t *testing.T, ctx context.Context, e *Engine, m *model, rng *ran
 			t.Fatalf("Around(%q, %d) window: %v", id, k, err)
 		}
 	}
-	keep := func() bool { return sample == 0 || rng.IntN(len(ids)) < sample }
 	for i, en := range want {
 		if i < 6 || i >= n-6 {
 			for _, k := range []int{0, 1, 2, 3, 4, 5, 9, n} {
 				around(en.ID, k)
 			}
-		} else if keep() {
+		} else if keep(rng, ids, sample) {
 			around(en.ID, i%6)
 		}
 	}
 	for _, id := range ids {
-		if _, ranked := index[id]; !ranked && keep() {
+		if _, ranked := index[id]; !ranked && keep(rng, ids, sample) {
 			around(id, 4)
 		}
 	}

@@ -58,6 +58,46 @@ func (e *Engine) Top(ctx context.Context, b Board, n int, opts ...ReadOption) ([
 	return entries, total.Val(), nil
 }
 
+// Page returns n entries from rank from (1-based) on, ranked, and the
+// board's total, in one round trip: how a client scrolls a board past its
+// first page. It is exact with ties: under Shared, a page that starts
+// inside a tie gives it the rank the whole board gives it. Page from 1 is
+// Top.
+func (e *Engine) Page(ctx context.Context, b Board, from, n int, opts ...ReadOption) ([]Entry, int64, error) {
+	if from == 1 {
+		return e.Top(ctx, b, n, opts...)
+	}
+	if err := b.validate(); err != nil {
+		return nil, 0, err
+	}
+	if from < 1 || n < 0 {
+		return nil, 0, invalid("page of %d from rank %d: from must be at least 1 and n not negative", n, from)
+	}
+	start := int64(from - 1)
+	v, err := e.runReading(ctx, readOptions(opts), pageScript, []string{b.keys().live()}, start, n, flag(b.Ties == Shared))
+	if err != nil {
+		return nil, 0, fmt.Errorf("page from %d of %s: %w", from, b, err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		return nil, 0, fmt.Errorf("page from %d of %s: unexpected reply %v", from, b, v)
+	}
+	r, err := ints(arr[:2], 2)
+	if err != nil {
+		return nil, 0, fmt.Errorf("page from %d of %s: unexpected reply %v", from, b, v)
+	}
+	total, better := r[0], r[1]
+	raw, err := rawEntries(arr[2])
+	if err != nil {
+		return nil, 0, fmt.Errorf("page from %d of %s: %w", from, b, err)
+	}
+	entries, err := b.window(raw, start, better)
+	if err != nil {
+		return nil, 0, fmt.Errorf("page from %d of %s: %w", from, b, err)
+	}
+	return entries, total, nil
+}
+
 // ReadOption adds to a read.
 type ReadOption func(*readOpts)
 

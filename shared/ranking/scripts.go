@@ -31,6 +31,7 @@ func loadScript(name string, withPrelude bool) *redis.Script {
 var (
 	upsertScript      = loadScript("upsert", true)
 	aroundScript      = loadScript("around", true)
+	pageScript        = loadScript("page", false)
 	amongScript       = loadScript("among", true)
 	forgetScript      = loadScript("forget", true)
 	sumScript         = loadScript("sum", false)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rallyhq/rally/infra/local/subprocess"
 )
 
 // slots is how many hash slots a Redis Cluster has.
@@ -23,6 +25,7 @@ const slots = 16384
 // with CROSSSLOT as it would in AWS.
 type Cluster struct {
 	Nodes []*Server
+	buses []int  // each node's cluster bus port
 	dir   string // removed on Close when StartCluster made it
 }
 
@@ -43,15 +46,23 @@ func StartCluster(ctx context.Context, n int, dir string) (*Cluster, error) {
 		dir, c.dir = tmp, tmp
 	}
 	for i := range n {
+		// The cluster bus gets a free port of its own: by default it is the
+		// node's port + 10000, which may be taken (or past 65535).
+		bus, err := subprocess.FreePort()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
 		s, err := StartWith(ctx, Options{Dir: dir, Args: []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes-"+strconv.Itoa(i)+".conf"),
+			"--cluster-port", strconv.Itoa(bus),
 		}})
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.Nodes = append(c.Nodes, s)
+		c.Nodes, c.buses = append(c.Nodes, s), append(c.buses, bus)
 	}
 	if err := c.form(ctx); err != nil {
 		c.Close()
@@ -77,7 +88,7 @@ func (c *Cluster) form(ctx context.Context) error {
 			return fmt.Errorf("redisserver: cluster node %d: assign slots %d-%d: %w", i, first, last, err)
 		}
 		if i > 0 {
-			if err := admins[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(c.Nodes[i].Port())).Err(); err != nil {
+			if err := admins[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", c.Nodes[i].Port(), c.buses[i]).Err(); err != nil {
 				return fmt.Errorf("redisserver: cluster node %d: meet: %w", i, err)
 			}
 		}

@@ -158,13 +158,17 @@ func (s *Scores) SetMembers(ctx context.Context, board, period string, n int64) 
 	return nil
 }
 
-// Top returns the best n of the period from the by_score index: the first n
-// keys of every shard hold the first n of the board.
-func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, error) {
-	if n <= 0 {
+// Top returns n entries of the period from rank from on, from the by_score
+// index: the first from-1+n keys of every shard hold the board's first
+// from-1+n.
+func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period string, from, n int) ([]leaderboards.Entry, error) {
+	if n <= 0 || from < 1 {
 		return []leaderboards.Entry{}, nil
 	}
-	keys, err := s.nearest(ctx, d.ID, period, "", true, n)
+	// The index is read from the top down to the page's end: the entries
+	// before it rank the page exactly, ties included (the Redis-less path
+	// pays for deep pages in reads).
+	keys, err := s.nearest(ctx, d.ID, period, "", true, from-1+n)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +177,7 @@ func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period stri
 		return nil, err
 	}
 	leaderboards.Rank(d.Order, d.TieBreak, entries, 0, 0)
-	return entries, nil
+	return entries[min(from-1, len(entries)):], nil
 }
 
 // Around returns the player's entry and up to k entries on each side. The

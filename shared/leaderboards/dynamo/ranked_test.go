@@ -80,7 +80,7 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 
 	start = time.Now()
 	for _, n := range []int{0, 1, 2, 10, 57, players - 1, players, players + 20} {
-		got, err := s.scores.Top(ctx, d, period, n)
+		got, err := s.scores.Top(ctx, d, period, 1, n)
 		if err != nil {
 			t.Fatalf("top %d: %v", n, err)
 		}
@@ -164,7 +164,7 @@ func TestReadsOfAnEmptyBoard(t *testing.T) {
 	ctx := context.Background()
 	s := newStores(t)
 	d := board("empty", leaderboards.Best, leaderboards.Desc, leaderboards.Shared)
-	top, err := s.scores.Top(ctx, d, leaderboards.AllTime, 10)
+	top, err := s.scores.Top(ctx, d, leaderboards.AllTime, 1, 10)
 	if err != nil || len(top) != 0 {
 		t.Fatalf("top of an empty board: %+v %v", top, err)
 	}

@@ -122,14 +122,14 @@ func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period st
 	return nil
 }
 
-// Top returns the best n, the board's size and the as_of, in one round
-// trip.
-func (m *Mirror) Top(ctx context.Context, d leaderboards.Definition, period string, n int) ([]leaderboards.Entry, int64, time.Time, error) {
+// Top returns n entries from rank from (1-based) on, the board's size and
+// the as_of, in one round trip.
+func (m *Mirror) Top(ctx context.Context, d leaderboards.Definition, period string, from, n int) ([]leaderboards.Entry, int64, time.Time, error) {
 	if err := m.Trusted(ctx); err != nil {
 		return nil, 0, time.Time{}, err
 	}
 	var mark string
-	es, total, err := m.Rank.Top(ctx, Board(d, period), n, ranking.Also(watermarkKey, &mark))
+	es, total, err := m.Rank.Page(ctx, Board(d, period), from, n, ranking.Also(watermarkKey, &mark))
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
