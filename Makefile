@@ -101,5 +101,5 @@ check-java:
 help:
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 15 minutes)
+bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 6 minutes)
 	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)
