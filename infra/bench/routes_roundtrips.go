@@ -64,6 +64,9 @@ func benchRoundTrips(ctx context.Context, env *Env) (Section, error) {
 	top := func(n int) routesCall {
 		return routesCall{Route: routes.LeaderboardTop, Sub: "rt-reader", Path: fmt.Sprintf("/v1/leaderboards/rt-board/top?n=%d", n)}
 	}
+	page := func(from int) routesCall {
+		return routesCall{Route: routes.LeaderboardTop, Sub: "rt-reader", Path: fmt.Sprintf("/v1/leaderboards/rt-board/top?n=10&from_rank=%d", from)}
+	}
 	rank := func(p int) routesCall {
 		return routesCall{Route: routes.PlayerRank, Sub: "rt-reader", Path: fmt.Sprintf("/v1/leaderboards/rt-board/players/%s/rank?k=4", routesPlayer("rt", p))}
 	}
@@ -94,6 +97,8 @@ func benchRoundTrips(ctx context.Context, env *Env) (Section, error) {
 		{name: "leaderboard top 10, uncached", call: func(i int) routesCall { return top(11 + i) }, warm: []routesCall{top(10)}, floor: 1, floorName: stated + ": top-N", goal: true},
 		{name: "leaderboard top 10, from the in-process cache", call: same(top(10)), warm: []routesCall{top(10)}, floor: 0, floorName: stated + ": top-N cached", goal: true,
 			note: "within the 250 ms the in-process cache keeps a read"},
+		{name: "leaderboard page of 10 from rank 101+, uncached", call: func(i int) routesCall { return page(101 + i) }, warm: []routesCall{page(100)}, floor: 1, floorName: stated + ": top-N", goal: true,
+			note: "one script: the page's range, and under shared ties the count of scores better than its first"},
 		{name: "player rank + 4 neighbours, uncached", call: func(i int) routesCall { return rank(20 + i) }, warm: []routesCall{rank(10)}, floor: 1, floorName: stated, goal: true},
 		{name: "friends rank + 4, 4 friends", call: func(i int) routesCall { return friends(i, 4) }, warm: friendsWarm, floor: 2, floorName: stated + ": at most two", goal: true},
 		{name: "streak get", call: same(streak), warm: []routesCall{streak}, floor: 1, floorName: "one read of the cached streak"},
