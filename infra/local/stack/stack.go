@@ -864,7 +864,11 @@ func (s *Stack) Close() error {
 	s.once.Do(func() {
 		var errs []error
 		if s.server != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// net/http counts a connection a client opened but has not yet
+			// sent a request on (an HTTP client dials ahead under
+			// concurrency) as busy for its first 5 s: the deadline leaves
+			// room past that, so only a handler still running fails it.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := s.server.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("stack: stop gateway: %w", err))
 			}
