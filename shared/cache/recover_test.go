@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/cache"
-	"github.com/redis/go-redis/v9"
 )
 
 // After an outage long enough to open the circuit, the client serves again

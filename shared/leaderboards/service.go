@@ -221,19 +221,27 @@ func (s *Service) Top(ctx context.Context, id, period string, from, n int) (Top,
 func (s *Service) top(ctx context.Context, d Definition, period string, from, n int) (Top, error) {
 	t := Top{Period: period}
 	entries, total, asOf, err := s.Cache.Top(ctx, d, period, from, n)
+	members := int64(-1) // not read yet
 	if err == nil && total == 0 {
 		// An empty board in Redis may be one Redis lost: ask DynamoDB.
-		if members, merr := s.Scores.Members(ctx, d.ID, period); merr == nil && members > 0 {
-			err = errMissing
+		if m, merr := s.Scores.Members(ctx, d.ID, period); merr == nil && m > 0 {
+			members, err = m, errMissing
 		}
 	}
 	if err != nil {
 		t.Degraded, t.AsOf = true, s.Clock.Now()
-		if entries, err = s.Scores.Top(ctx, d, period, from, n); err != nil {
-			return Top{}, err
+		if members < 0 {
+			if members, err = s.Scores.Members(ctx, d.ID, period); err != nil {
+				return Top{}, err
+			}
 		}
-		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
-			return Top{}, err
+		// The index is read down to the page's end: a page past the last
+		// rank reads nothing more.
+		total, entries = members, []Entry{}
+		if int64(from-1) < total {
+			if entries, err = s.Scores.Top(ctx, d, period, from, n); err != nil {
+				return Top{}, err
+			}
 		}
 	} else {
 		t.AsOf = s.Freshness.AsOf(ctx, asOf)

@@ -420,6 +420,9 @@ func (s *Stack) startRedis() error {
 		s.redisURL = s.opts.RedisURL
 		return nil
 	}
+	if s.opts.RedisCluster {
+		return errors.New("stack: RedisCluster needs RedisURL, a node of the cluster (the embedded Redis is one node)")
+	}
 	m, err := miniredis.Run()
 	if err != nil {
 		return fmt.Errorf("stack: start embedded redis: %w", err)
@@ -438,7 +441,7 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.DynamoDBEndpoint = s.ddbURL
 	cfg.Tables = s.names
 	cfg.RedisURL = s.redisURL
-	cfg.RedisCluster = s.opts.RedisCluster && s.mini == nil
+	cfg.RedisCluster = s.opts.RedisCluster
 	cfg.SecretARN = ""
 	cfg.ServiceRoles = s.opts.ServiceRoles
 	if cfg.ServiceRoles == nil {
