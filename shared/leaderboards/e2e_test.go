@@ -47,6 +47,7 @@ type board struct {
 	TieBreak string `json:"tie_break"`
 	MaxN     int    `json:"max_n"`
 	Timezone string `json:"timezone"`
+	Regional bool   `json:"regional,omitempty"`
 }
 
 func define(t testing.TB, c *apitest.Client, b board) {

@@ -42,9 +42,13 @@ func (e *Eraser) Erase(ctx context.Context, player string) (done bool, err error
 		return false, err
 	}
 	for _, bp := range periods {
-		d, ok := byID[bp.Board]
+		board, region, view := SplitView(bp.Board)
+		d, ok := byID[board]
 		if !ok {
 			continue
+		}
+		if view {
+			d = d.View(region)
 		}
 		// A Removed score is how the processor forgets an erased player;
 		// the erasure takes the same way.

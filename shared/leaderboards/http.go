@@ -47,6 +47,7 @@ type (
 		Status   *string    `json:"status"`
 		MaxN     *int       `json:"max_n"`
 		Timezone *string    `json:"timezone"`
+		Regional *bool      `json:"regional"`
 	}
 	definitionBody struct {
 		ID            string    `json:"leaderboard_id"`
@@ -59,9 +60,11 @@ type (
 		Status        Status    `json:"status"`
 		MaxN          int       `json:"max_n"`
 		Timezone      string    `json:"timezone"`
+		Regional      bool      `json:"regional"`
 		CreatedAt     time.Time `json:"created_at"`
 		UpdatedAt     time.Time `json:"updated_at"`
 		CurrentPeriod string    `json:"current_period"`
+		Region        string    `json:"region,omitempty"`
 		Total         *int64    `json:"total,omitempty"`
 		Degraded      bool      `json:"degraded,omitempty"`
 	}
@@ -88,6 +91,7 @@ type (
 	topBody struct {
 		ID       string     `json:"leaderboard_id"`
 		Period   string     `json:"period"`
+		Region   string     `json:"region,omitempty"`
 		Entries  []topEntry `json:"entries"`
 		Total    int64      `json:"total"`
 		AsOf     time.Time  `json:"as_of"`
@@ -101,6 +105,7 @@ type (
 	rankBody struct {
 		PlayerID   string     `json:"player_id"`
 		Period     string     `json:"period"`
+		Region     string     `json:"region,omitempty"`
 		Score      int64      `json:"score"`
 		Rank       int        `json:"rank"`
 		Percentile float64    `json:"percentile"`
@@ -112,6 +117,7 @@ type (
 	friendsBody struct {
 		PlayerID     string     `json:"player_id"`
 		Period       string     `json:"period"`
+		Region       string     `json:"region,omitempty"`
 		Score        int64      `json:"score"`
 		FriendsRank  int        `json:"friends_rank"`
 		FriendsTotal int64      `json:"friends_total"`
@@ -198,6 +204,9 @@ func (a *API) PutLeaderboard(ctx context.Context, r *api.Request) (api.Response,
 			d.Timezone = *in.Timezone
 		}
 	}
+	if in.Regional != nil {
+		d.Regional = *in.Regional
+	}
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
@@ -215,16 +224,9 @@ func (a *API) PutLeaderboard(ctx context.Context, r *api.Request) (api.Response,
 func definitionOf(d Definition, now time.Time) definitionBody {
 	return definitionBody{
 		ID: d.ID, Title: d.Title, Policy: d.Policy, Order: d.Order, Reset: d.Reset, TieBreak: d.TieBreak,
-		Scope: d.Scope, Status: d.Status, MaxN: d.MaxN, Timezone: d.Timezone,
+		Scope: d.Scope, Status: d.Status, MaxN: d.MaxN, Timezone: d.Timezone, Regional: d.Regional,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, CurrentPeriod: d.PeriodAt(now),
 	}
-}
-
-func boardID(r *api.Request) (string, error) {
-	var f errs.Fields
-	id := r.Path("leaderboard_id")
-	api.CheckID(&f, "leaderboard_id", id)
-	return id, f.Err()
 }
 
 // GetLeaderboard serves GET /v1/leaderboards/{leaderboard_id}.
@@ -232,16 +234,19 @@ func (a *API) GetLeaderboard(ctx context.Context, r *api.Request) (api.Response,
 	if _, err := r.Player(); err != nil {
 		return api.Response{}, err
 	}
-	id, err := boardID(r)
-	if err != nil {
+	var f errs.Fields
+	id := r.Path("leaderboard_id")
+	api.CheckID(&f, "leaderboard_id", id)
+	region := regionArg(r, &f)
+	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	b, err := a.Service.Board(ctx, id)
+	b, err := a.Service.Board(ctx, id, region)
 	if err != nil {
 		return api.Response{}, err
 	}
 	body := definitionOf(b.Definition, a.Service.Clock.Now())
-	body.Total, body.Degraded = &b.Total, b.Degraded
+	body.Region, body.Total, body.Degraded = region, &b.Total, b.Degraded
 	return api.OK(body), nil
 }
 
@@ -318,11 +323,11 @@ func parseScore(f *errs.Fields, raw json.RawMessage) int64 {
 }
 
 // readArgs validates the common read inputs: the board, an optional
-// period, and an integer parameter.
-func readArgs(r *api.Request, f *errs.Fields, intName string, def, maxV int) (string, string, int) {
-	id := r.Path("leaderboard_id")
+// region and period, and an integer parameter.
+func readArgs(r *api.Request, f *errs.Fields, intName string, def, maxV int) (id, region, period string, v int) {
+	id = r.Path("leaderboard_id")
 	api.CheckID(f, "leaderboard_id", id)
-	period := r.Query("period")
+	period = r.Query("period")
 	if _, asked := r.Event.QueryStringParameters["period"]; asked && period == "" {
 		f.Add("period", "must name a period")
 	}
@@ -330,7 +335,16 @@ func readArgs(r *api.Request, f *errs.Fields, intName string, def, maxV int) (st
 	if intName == "n" {
 		lowest = 1
 	}
-	return id, period, r.IntQuery(f, intName, def, lowest, maxV)
+	return id, regionArg(r, f), period, r.IntQuery(f, intName, def, lowest, maxV)
+}
+
+// regionArg validates an optional region= (a regional board's view).
+func regionArg(r *api.Request, f *errs.Fields) string {
+	region, asked := r.Event.QueryStringParameters["region"]
+	if asked {
+		api.CheckID(f, "region", region)
+	}
+	return region
 }
 
 // LeaderboardTop serves GET /v1/leaderboards/{leaderboard_id}/top.
@@ -339,16 +353,16 @@ func (a *API) LeaderboardTop(ctx context.Context, r *api.Request) (api.Response,
 		return api.Response{}, err
 	}
 	var f errs.Fields
-	id, period, n := readArgs(r, &f, "n", DefaultTop, MaxTop)
+	id, region, period, n := readArgs(r, &f, "n", DefaultTop, MaxTop)
 	from := r.IntQuery(&f, "from_rank", 1, 1, MaxFromRank)
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	t, err := a.Service.Top(ctx, id, period, from, n)
+	t, err := a.Service.Top(ctx, id, region, period, from, n)
 	if err != nil {
 		return api.Response{}, err
 	}
-	body := topBody{ID: id, Period: t.Period, Entries: make([]topEntry, len(t.Entries)), Total: t.Total, AsOf: t.AsOf, Degraded: t.Degraded}
+	body := topBody{ID: id, Period: t.Period, Region: region, Entries: make([]topEntry, len(t.Entries)), Total: t.Total, AsOf: t.AsOf, Degraded: t.Degraded}
 	for i, e := range t.Entries {
 		body.Entries[i] = topEntry{Rank: e.Rank, PlayerID: e.PlayerID, Score: e.Score}
 		if name, ok := t.Names[e.PlayerID]; ok {
@@ -378,17 +392,17 @@ func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, err
 		return api.Response{}, err
 	}
 	var f errs.Fields
-	id, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
+	id, region, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
 	player := playerArg(r, &f)
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	st, err := a.Service.Rank(ctx, id, period, player, k)
+	st, err := a.Service.Rank(ctx, id, region, period, player, k)
 	if err != nil {
 		return api.Response{}, err
 	}
 	return api.OK(rankBody{
-		PlayerID: player, Period: st.Period, Score: st.Self.Score, Rank: st.Self.Rank, Percentile: st.Percentile,
+		PlayerID: player, Period: st.Period, Region: region, Score: st.Self.Score, Rank: st.Self.Rank, Percentile: st.Percentile,
 		Total: st.Total, Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
 	}), nil
 }
@@ -402,7 +416,7 @@ func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, er
 		return api.Response{}, err
 	}
 	var f errs.Fields
-	id, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
+	id, region, period, k := readArgs(r, &f, "k", DefaultK, MaxK)
 	player := playerArg(r, &f)
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
@@ -410,12 +424,12 @@ func (a *API) FriendsRank(ctx context.Context, r *api.Request) (api.Response, er
 	if player != caller {
 		return api.Response{}, errs.New(errs.Forbidden, "players read their own rank among friends only")
 	}
-	st, err := a.Service.FriendsRank(ctx, id, period, player, k)
+	st, err := a.Service.FriendsRank(ctx, id, region, period, player, k)
 	if err != nil {
 		return api.Response{}, err
 	}
 	return api.OK(friendsBody{
-		PlayerID: player, Period: st.Period, Score: st.Self.Score, FriendsRank: st.Self.Rank, FriendsTotal: st.Total,
+		PlayerID: player, Period: st.Period, Region: region, Score: st.Self.Score, FriendsRank: st.Self.Rank, FriendsTotal: st.Total,
 		Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
 	}), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -40,6 +41,10 @@ type JobScores interface {
 	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
 	CountScores(ctx context.Context, board, period string) (int64, error)
 	SetMembers(ctx context.Context, board, period string, n int64) error
+	// Views lists the regions with a view in a regional board's period;
+	// AddViews lists more.
+	Views(ctx context.Context, board, period string) ([]string, error)
+	AddViews(ctx context.Context, board, period string, regions []string) error
 }
 
 // Jobs are the leaderboards' tasks: rebuild the Redis boards, reconcile
@@ -96,9 +101,10 @@ func (j *Jobs) walk(ctx context.Context, spec jobs.Spec, cursor string, w *jobs.
 	} else if err := json.Unmarshal([]byte(cursor), &c); err != nil {
 		return "", false, fmt.Errorf("leaderboard job cursor: %w", err)
 	}
+	defs := WithViews(j.Defs)
 	for c.I < len(c.Plan) {
 		bp := c.Plan[c.I]
-		d, err := j.Defs.Get(ctx, bp.Board)
+		d, err := defs.Get(ctx, bp.Board)
 		if err != nil {
 			return "", false, err
 		}
@@ -118,7 +124,8 @@ func encode(c boardCursor) string {
 }
 
 // plan lists the board periods a spec covers: the one named, or the
-// current and previous period of one board or of every board.
+// current and previous period of one board or of every board; with each
+// period of a regional board, its views.
 func (j *Jobs) plan(ctx context.Context, spec jobs.Spec) ([]BoardPeriod, int64, error) {
 	var defs []Definition
 	if spec.ID != "" {
@@ -147,12 +154,24 @@ func (j *Jobs) plan(ctx context.Context, spec jobs.Spec) ([]BoardPeriod, int64, 
 			}
 		}
 		for _, p := range periods {
-			n, err := j.Scores.Members(ctx, d.ID, p)
-			if err != nil {
-				return nil, 0, err
+			bps := []BoardPeriod{{Board: d.ID, Period: p}}
+			if d.Regional {
+				regions, err := j.Scores.Views(ctx, d.ID, p)
+				if err != nil {
+					return nil, 0, err
+				}
+				for _, r := range regions {
+					bps = append(bps, BoardPeriod{Board: ViewID(d.ID, r), Period: p})
+				}
 			}
-			plan = append(plan, BoardPeriod{Board: d.ID, Period: p})
-			total += n
+			for _, bp := range bps {
+				n, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+				if err != nil {
+					return nil, 0, err
+				}
+				plan = append(plan, bp)
+				total += n
+			}
 		}
 	}
 	return plan, total, nil
@@ -333,25 +352,60 @@ func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, period string) er
 }
 
 // recompute counts a board period's scores and rewrites its member count
-// (the board's total) when it differs.
+// (the board's total) when it differs. A regional board's period also
+// lists again the views its scores are in, and recomputes theirs: the
+// views the plan found are those the meta item still listed.
 func (j *Jobs) recompute(ctx context.Context, d Definition, c *boardCursor, w *jobs.Work) error {
 	bp := c.Plan[c.I]
-	counted, err := j.Scores.CountScores(ctx, bp.Board, bp.Period)
+	counted, err := j.recount(ctx, bp, w)
 	if err != nil {
 		return err
 	}
-	stored, err := j.Scores.Members(ctx, bp.Board, bp.Period)
-	if err != nil {
-		return err
-	}
-	w.Findings.Checked++
-	if counted != stored {
-		if err := j.Scores.SetMembers(ctx, bp.Board, bp.Period, counted); err != nil {
+	if _, _, view := SplitView(bp.Board); d.Regional && !view {
+		regions := map[string]bool{}
+		err := j.Scores.Scan(ctx, bp.Board, bp.Period, func(scores []Score) error {
+			for _, s := range scores {
+				if s.Region != "" {
+					regions[s.Region] = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", bp.Board, bp.Period, stored, counted), true)
+		listed := slices.Sorted(maps.Keys(regions))
+		if err := j.Scores.AddViews(ctx, bp.Board, bp.Period, listed); err != nil {
+			return err
+		}
+		for _, r := range listed {
+			if _, err := j.recount(ctx, BoardPeriod{Board: ViewID(d.ID, r), Period: bp.Period}, w); err != nil {
+				return err
+			}
+		}
 	}
 	w.Progress.Done += counted
 	c.next()
 	return w.Checkpoint(ctx, encode(*c))
+}
+
+// recount rewrites a board period's member count from its scores when it
+// differs, and returns the count.
+func (j *Jobs) recount(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64, error) {
+	counted, err := j.Scores.CountScores(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return 0, err
+	}
+	stored, err := j.Scores.Members(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return 0, err
+	}
+	w.Findings.Checked++
+	if counted != stored {
+		if err := j.Scores.SetMembers(ctx, bp.Board, bp.Period, counted); err != nil {
+			return 0, err
+		}
+		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", bp.Board, bp.Period, stored, counted), true)
+	}
+	return counted, nil
 }

@@ -91,7 +91,10 @@ type Definition struct {
 	// MaxN is the largest top-N served.
 	MaxN int
 	// Timezone is the IANA zone periods are cut in.
-	Timezone  string
+	Timezone string
+	// Regional boards keep a view per region beside the global board (see
+	// View); fixed when the board is created.
+	Regional  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Version grows with every change of the definition.
@@ -111,6 +114,9 @@ type Score struct {
 	Version     int64
 	LastMatchID string
 	UpdatedAt   time.Time
+	// Region is the view the score also appears in, on a regional board:
+	// the player's region when their last submission was applied.
+	Region string
 	// Removed is set on a stream change that took the score away
 	// (erasure); it comes one version past the score it removed (the rule
 	// every stream decoder follows, see shared/streams).
@@ -131,6 +137,9 @@ type Match struct {
 	MatchID    string
 	Score      int64
 	OccurredAt time.Time
+	// Region is the player's region as the submission is applied (their
+	// profile's), on a regional board; empty otherwise.
+	Region string
 }
 
 // Submission is one accepted submission of a match to a board period, as

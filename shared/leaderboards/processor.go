@@ -62,8 +62,9 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 		periods[bp] = append(periods[bp], s)
 	}
 	var dirty []string
+	defs := WithViews(p.Defs)
 	for _, bp := range order {
-		d, err := p.Defs.Get(ctx, bp.Board)
+		d, err := defs.Get(ctx, bp.Board)
 		if errs.Is(err, errs.NotFound) {
 			p.Log.WarnContext(ctx, "scores of an unknown leaderboard skipped", "board", bp.Board)
 			continue
@@ -117,7 +118,7 @@ func (r cacheRepair) Refresh(ctx context.Context, keys []string) error {
 		if !ok {
 			continue
 		}
-		d, err := r.p.Defs.Get(ctx, board)
+		d, err := WithViews(r.p.Defs).Get(ctx, board)
 		if errs.Is(err, errs.NotFound) {
 			continue
 		}

@@ -114,13 +114,30 @@ func (s *Service) period(d Definition, asked string) (string, error) {
 	return asked, d.CheckPeriod(asked)
 }
 
-// Board returns a definition with its current period and size.
-func (s *Service) Board(ctx context.Context, id string) (Board, error) {
+// read resolves what a read asks for: the board, or its view of region,
+// and the period (resolved in place).
+func (s *Service) read(ctx context.Context, id, region string, period *string) (Definition, error) {
+	d, err := s.definition(ctx, id)
+	if err != nil {
+		return Definition{}, err
+	}
+	if *period, err = s.period(d, *period); err != nil {
+		return Definition{}, err
+	}
+	return regionView(d, region)
+}
+
+// Board returns a definition with its current period and size: the
+// size of its view of region, when one is given.
+func (s *Service) Board(ctx context.Context, id, region string) (Board, error) {
 	d, err := s.definition(ctx, id)
 	if err != nil {
 		return Board{}, err
 	}
 	b := Board{Definition: d, CurrentPeriod: d.PeriodAt(s.Clock.Now())}
+	if d, err = regionView(d, region); err != nil {
+		return Board{}, err
+	}
 	total, err := s.Cache.Total(ctx, d, b.CurrentPeriod)
 	if err != nil || total == 0 {
 		s.Metrics.CacheReads(0, 1)
@@ -149,6 +166,8 @@ func (s *Service) countRead(degraded bool) {
 
 // Submit applies a match to a board: recorded exactly once, applied under
 // the board's policy, then written to Redis so the player sees their rank.
+// On a regional board the score also goes to the view of the player's
+// region as their profile says it now.
 func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, error) {
 	d, err := s.Defs.Get(ctx, boardID) // fresh: a FROZEN board refuses at once
 	if err != nil {
@@ -156,6 +175,14 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 	}
 	if d.Status != Active {
 		return Result{}, errs.New(errs.Conflict, "leaderboard %s is %s and accepts no scores", d.ID, d.Status)
+	}
+	m.Region = ""
+	if d.Regional {
+		profiles, err := s.Players.Profiles(ctx, []string{m.PlayerID})
+		if err != nil {
+			return Result{}, err
+		}
+		m.Region = profiles[m.PlayerID].Region
 	}
 	now := s.Clock.Now()
 	if m.OccurredAt.IsZero() {
@@ -184,6 +211,15 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		} else if trusted {
 			res.Rank = &rank
 		}
+		if r := sub.Current.Region; d.Regional && r != "" {
+			// The view the player is in now, at once; the view they left
+			// drops them when the stream brings its deletion.
+			v := sub.Current
+			v.Board, v.Region = ViewID(d.ID, r), ""
+			if _, _, err := s.Cache.Upsert(ctx, d.View(r), v); err != nil {
+				s.Log.WarnContext(ctx, "regional score not written to redis; the stream will", "board", d.ID, "error", err.Error())
+			}
+		}
 		return res, nil
 	}
 	if trusted {
@@ -195,18 +231,15 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 }
 
 // Top returns n entries of a period from rank from (1-based) on: the best
-// n from 1, a deeper page past it. n is clamped to the board's MaxN; how
-// deep a page starts is not.
-func (s *Service) Top(ctx context.Context, id, period string, from, n int) (Top, error) {
-	d, err := s.definition(ctx, id)
+// n from 1, a deeper page past it; of a region's view when region is
+// given. n is clamped to the board's MaxN; how deep a page starts is not.
+func (s *Service) Top(ctx context.Context, id, region, period string, from, n int) (Top, error) {
+	d, err := s.read(ctx, id, region, &period)
 	if err != nil {
 		return Top{}, err
 	}
-	if period, err = s.period(d, period); err != nil {
-		return Top{}, err
-	}
 	n = min(n, d.MaxN)
-	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d|%d", id, period, from, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, from, n) })
+	t, _, err := s.tops.Get(ctx, fmt.Sprintf("%s|%s|%d|%d", d.ID, period, from, n), func(ctx context.Context) (Top, error) { return s.top(ctx, d, period, from, n) })
 	if err == nil {
 		s.countRead(t.Degraded)
 	}
@@ -276,16 +309,14 @@ func (s *Service) names(ctx context.Context, entries []Entry) map[string]string 
 	return names
 }
 
-// Rank returns a player's rank, percentile and k neighbours on each side.
-func (s *Service) Rank(ctx context.Context, id, period, player string, k int) (Standing, error) {
-	d, err := s.definition(ctx, id)
+// Rank returns a player's rank, percentile and k neighbours on each side,
+// on the board or its view of region.
+func (s *Service) Rank(ctx context.Context, id, region, period, player string, k int) (Standing, error) {
+	d, err := s.read(ctx, id, region, &period)
 	if err != nil {
 		return Standing{}, err
 	}
-	if period, err = s.period(d, period); err != nil {
-		return Standing{}, err
-	}
-	st, _, err := s.ranks.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
+	st, _, err := s.ranks.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", d.ID, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.rank(ctx, d, period, player, k)
 	})
 	if err == nil {
@@ -328,16 +359,14 @@ func notRanked(player, board, period string) error {
 	return errs.New(errs.NotFound, "player %s has no score on %s in period %s", player, board, period)
 }
 
-// FriendsRank ranks a player among their friends who have a score.
-func (s *Service) FriendsRank(ctx context.Context, id, period, player string, k int) (Standing, error) {
-	d, err := s.definition(ctx, id)
+// FriendsRank ranks a player among their friends who have a score, on
+// the board or its view of region.
+func (s *Service) FriendsRank(ctx context.Context, id, region, period, player string, k int) (Standing, error) {
+	d, err := s.read(ctx, id, region, &period)
 	if err != nil {
 		return Standing{}, err
 	}
-	if period, err = s.period(d, period); err != nil {
-		return Standing{}, err
-	}
-	st, _, err := s.friends.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", id, period, player, k), func(ctx context.Context) (Standing, error) {
+	st, _, err := s.friends.Get(ctx, fmt.Sprintf("%s|%s|%s|%d", d.ID, period, player, k), func(ctx context.Context) (Standing, error) {
 		return s.friendsRank(ctx, d, period, player, k)
 	})
 	if err == nil {

@@ -260,7 +260,7 @@ var (
 		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
-			Reads:  []schema.Table{schema.Leaderboards, schema.Counters},
+			Reads:  []schema.Table{schema.Leaderboards, schema.Counters, schema.Players},
 			Writes: []schema.Table{schema.Scores, schema.ScoreEvents},
 			Redis:  true,
 		},

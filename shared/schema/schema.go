@@ -174,8 +174,8 @@ const (
 	AttrResponseBody   = "response_body"
 )
 
-// Leaderboards attributes. Policy, order, reset, tie-break and time zone
-// are immutable once a board exists.
+// Leaderboards attributes. Policy, order, reset, tie-break, time zone and
+// regional are immutable once a board exists.
 const (
 	AttrTitle    = "title"
 	AttrPolicy   = "policy"
@@ -185,12 +185,18 @@ const (
 	AttrScope    = "scope"
 	AttrMaxN     = "max_n"
 	AttrTimezone = "timezone"
+	// AttrRegional is "true" on a board with regional views (absent on
+	// the others).
+	AttrRegional = "regional"
 )
 
 // Scores and ScoreEvents attributes.
 const (
 	// AttrMembers is the member count on a period's meta item.
 	AttrMembers = "members"
+	// AttrViews is, on a regional board period's meta item, the set of
+	// regions that have a view in it (on a score: AttrRegion, its view).
+	AttrViews = "views"
 	AttrPeriod  = "period"
 	AttrBoard   = "board"
 	AttrScore   = "score"

@@ -114,7 +114,7 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	}
 	c.Service("PUT", "/v1/leaderboards/arena", map[string]any{
 		"title": "Arena", "policy": "best", "order": "desc", "reset": "none", "tie_break": "earliest",
-		"scope": map[string]any{"game": "space-race"}, "max_n": 100, "timezone": "UTC",
+		"scope": map[string]any{"game": "space-race"}, "max_n": 100, "timezone": "UTC", "regional": true,
 	}).Expect(t, 201)
 	c.Service("PUT", "/v1/leaderboards/daily", map[string]any{
 		"title": "Daily", "policy": "increment", "order": "desc", "reset": "daily", "tie_break": "shared", "max_n": 100, "timezone": "Europe/Berlin",
@@ -149,6 +149,7 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 			"/v1/games/space-race/favorites/count", "/v1/games/top?window=24h", "/v1/games/top?window=all",
 			"/v1/posts/p1/likes/count", "/v1/leaderboards/arena", "/v1/leaderboards/arena/top?n=3",
 			"/v1/leaderboards/arena/players/ann/rank?k=2", "/v1/leaderboards/arena/players/ann/friends-rank?k=2",
+			"/v1/leaderboards/arena/top?region=eu", "/v1/leaderboards/arena/players/ann/rank?region=eu",
 			"/v1/leaderboards/daily/top", "/v1/users/ann/streak", "/v1/users/ann/points/history?days=7",
 			"/v1/streaks/top?n=10", "/v1/streaks/top?region=eu",
 		} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,6 +42,7 @@ type definitionItem struct {
 	Status    string              `dynamodbav:"status"`
 	MaxN      int                 `dynamodbav:"max_n"`
 	Timezone  string              `dynamodbav:"timezone"`
+	Regional  string              `dynamodbav:"regional,omitempty"`
 	CreatedAt string              `dynamodbav:"created_at"`
 	UpdatedAt string              `dynamodbav:"updated_at"`
 	Ver       int64               `dynamodbav:"ver"`
@@ -50,7 +52,7 @@ func (it definitionItem) definition() leaderboards.Definition {
 	d := leaderboards.Definition{
 		ID: it.ID, Title: it.Title, Policy: leaderboards.Policy(it.Policy), Order: leaderboards.Order(it.Order),
 		Reset: leaderboards.Reset(it.Reset), TieBreak: leaderboards.TieBreak(it.TieBreak),
-		Status: leaderboards.Status(it.Status), MaxN: it.MaxN, Timezone: it.Timezone,
+		Status: leaderboards.Status(it.Status), MaxN: it.MaxN, Timezone: it.Timezone, Regional: it.Regional == "true",
 		CreatedAt: ddb.ParseTime(it.CreatedAt), UpdatedAt: ddb.ParseTime(it.UpdatedAt), Version: it.Ver,
 	}
 	if it.Scope != nil {
@@ -68,16 +70,19 @@ func decodeDefinition(raw map[string]types.AttributeValue) (leaderboards.Definit
 }
 
 // immutable lists the fields a board keeps for life, by their API names:
-// changing any of them would reorder or re-period scores already recorded.
+// changing any of them would reorder or re-period scores already recorded,
+// or leave them out of regional views. A field whose value is absent is
+// stored as no attribute.
 var immutable = []struct {
-	name, attr string
-	of         func(leaderboards.Definition) string
+	name, attr, absent string
+	of                 func(leaderboards.Definition) string
 }{
-	{"policy", schema.AttrPolicy, func(d leaderboards.Definition) string { return string(d.Policy) }},
-	{"order", schema.AttrOrder, func(d leaderboards.Definition) string { return string(d.Order) }},
-	{"reset", schema.AttrReset, func(d leaderboards.Definition) string { return string(d.Reset) }},
-	{"tie_break", schema.AttrTieBreak, func(d leaderboards.Definition) string { return string(d.TieBreak) }},
-	{"timezone", schema.AttrTimezone, func(d leaderboards.Definition) string { return d.Timezone }},
+	{"policy", schema.AttrPolicy, "", func(d leaderboards.Definition) string { return string(d.Policy) }},
+	{"order", schema.AttrOrder, "", func(d leaderboards.Definition) string { return string(d.Order) }},
+	{"reset", schema.AttrReset, "", func(d leaderboards.Definition) string { return string(d.Reset) }},
+	{"tie_break", schema.AttrTieBreak, "", func(d leaderboards.Definition) string { return string(d.TieBreak) }},
+	{"timezone", schema.AttrTimezone, "", func(d leaderboards.Definition) string { return d.Timezone }},
+	{"regional", schema.AttrRegional, "false", func(d leaderboards.Definition) string { return strconv.FormatBool(d.Regional) }},
 }
 
 // Put creates the definition, or updates its mutable fields when the
@@ -102,8 +107,13 @@ func (s *Definitions) Put(ctx context.Context, d leaderboards.Definition) (leade
 		Set(ver, expression.Plus(expression.IfNotExists(ver, expression.Value(0)), expression.Value(1)))
 	same := make([]expression.ConditionBuilder, len(immutable))
 	for i, f := range immutable {
-		update = update.Set(expression.Name(f.attr), expression.Value(f.of(d)))
-		same[i] = expression.Name(f.attr).Equal(expression.Value(f.of(d)))
+		if v := f.of(d); v == f.absent {
+			update = update.Remove(expression.Name(f.attr))
+			same[i] = expression.Name(f.attr).AttributeNotExists()
+		} else {
+			update = update.Set(expression.Name(f.attr), expression.Value(v))
+			same[i] = expression.Name(f.attr).Equal(expression.Value(v))
+		}
 	}
 	if d.Scope == (leaderboards.Scope{}) {
 		update = update.Remove(expression.Name(schema.AttrScope))

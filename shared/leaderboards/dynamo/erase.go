@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,7 +26,8 @@ import (
 // race with another transaction on the period's meta item.
 const eraseAttempts = 16
 
-// ErasePlayer deletes the player's score in every board period, taking each
+// ErasePlayer deletes the player's score in every board period and
+// regional view, taking each
 // out of its period's member count in the same transaction, then every
 // match the player recorded on the given boards (the caller passes every
 // defined board). It returns the board periods the player had a score in,
@@ -49,6 +51,20 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 			return nil, err
 		}
 	}
+	// A regional score names its view, which goes first: a re-run after a
+	// crash finds the view by the score still there.
+	for bp := range maps.Clone(candidates) {
+		if _, _, view := leaderboards.SplitView(bp.Board); view {
+			continue
+		}
+		sc, err := s.read(ctx, bp.Board, bp.Period, player)
+		if err != nil {
+			return nil, err
+		}
+		if sc != nil && sc.Region != "" {
+			candidates[leaderboards.BoardPeriod{Board: leaderboards.ViewID(bp.Board, sc.Region), Period: bp.Period}] = true
+		}
+	}
 	periods := sortedPeriods(candidates)
 	for _, bp := range periods {
 		if err := s.eraseScore(ctx, bp, player); err != nil {
@@ -69,6 +85,14 @@ func sortedPeriods(set map[leaderboards.BoardPeriod]bool) []leaderboards.BoardPe
 		out = append(out, bp)
 	}
 	slices.SortFunc(out, func(a, b leaderboards.BoardPeriod) int {
+		_, _, av := leaderboards.SplitView(a.Board)
+		_, _, bv := leaderboards.SplitView(b.Board)
+		if av != bv {
+			if av {
+				return -1 // views before boards
+			}
+			return 1
+		}
 		if c := strings.Compare(a.Board, b.Board); c != 0 {
 			return c
 		}

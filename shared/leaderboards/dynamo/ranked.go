@@ -71,6 +71,42 @@ func (s *Scores) Members(ctx context.Context, board, period string) (int64, erro
 	return meta.Members, nil
 }
 
+// Views lists the regions with a view in a regional board's period: every
+// region a score of the period was ever applied in (a view a move emptied
+// stays listed; it is simply empty).
+func (s *Scores) Views(ctx context.Context, board, period string) ([]string, error) {
+	views := ddb.MustBuild(expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(schema.AttrViews))))
+	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table), Key: s.key(board, period, MetaID), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: views.Projection(), ExpressionAttributeNames: views.Names(),
+	})
+	if err != nil {
+		return nil, unavailable(err, fmt.Sprintf("list views %s/%s", board, period))
+	}
+	var meta struct {
+		Views []string `dynamodbav:"views,stringset"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &meta); err != nil {
+		return nil, fmt.Errorf("decode views %s/%s: %w", board, period, err)
+	}
+	slices.Sort(meta.Views)
+	return meta.Views, nil
+}
+
+// AddViews lists regions as having a view in a regional board's period (a
+// recompute, from the scores' own regions).
+func (s *Scores) AddViews(ctx context.Context, board, period string, regions []string) error {
+	if len(regions) == 0 {
+		return nil
+	}
+	upd := expression.Add(expression.Name(schema.AttrViews), expression.Value(&types.AttributeValueMemberSS{Value: regions}))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(board, period, MetaID), ddb.MustBuild(expression.NewBuilder().WithUpdate(upd))))
+	if err != nil {
+		return unavailable(err, fmt.Sprintf("add views %s/%s", board, period))
+	}
+	return nil
+}
+
 // Scan calls fn with every score of the period, a page at a time, with
 // strongly consistent reads (a rebuild must not miss a write it raced).
 func (s *Scores) Scan(ctx context.Context, board, period string, fn func([]leaderboards.Score) error) error {

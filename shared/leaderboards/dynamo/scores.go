@@ -56,13 +56,15 @@ type scoreItem struct {
 	RankPK      string `dynamodbav:"rank_pk"`
 	RankSK      string `dynamodbav:"rank_sk"`
 	PlayerKey   string `dynamodbav:"player_key"`
+	// Region is, on a regional board's score, the view it also appears in.
+	Region string `dynamodbav:"region,omitempty"`
 }
 
 func (it scoreItem) score() leaderboards.Score {
 	return leaderboards.Score{
 		Board: it.Board, Period: it.Period, PlayerID: it.PlayerID, Score: it.Score,
 		ReachedAt: time.UnixMilli(it.ReachedAt).UTC(), Version: it.Ver,
-		LastMatchID: it.LastMatchID, UpdatedAt: ddb.ParseTime(it.UpdatedAt),
+		LastMatchID: it.LastMatchID, UpdatedAt: ddb.ParseTime(it.UpdatedAt), Region: it.Region,
 	}
 }
 
@@ -72,7 +74,7 @@ func itemOf(o leaderboards.Order, s leaderboards.Score) scoreItem {
 		Ver: s.Version, LastMatchID: s.LastMatchID, UpdatedAt: ddb.FormatTime(s.UpdatedAt), Board: s.Board, Period: s.Period,
 		RankPK:    RankPartition(s.Board, s.Period, ShardOf(s.PlayerID)),
 		RankSK:    RankKey(o, s.Score, s.ReachedAt, s.PlayerID),
-		PlayerKey: s.PlayerID,
+		PlayerKey: s.PlayerID, Region: s.Region,
 	}
 }
 
@@ -142,11 +144,20 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 		if cur != nil {
 			after = *cur
 		}
-		if changed {
+		// A player who moved region moves view with this submission, even
+		// one that leaves the score as it is.
+		moved := d.Regional && cur != nil && cur.Region != m.Region
+		if changed || moved {
 			after = leaderboards.Score{
 				Board: d.ID, Period: period, PlayerID: m.PlayerID, Score: next.Score,
 				ReachedAt: next.ReachedAt.UTC().Truncate(time.Millisecond), Version: 1,
 				LastMatchID: m.MatchID, UpdatedAt: at,
+			}
+			if !changed {
+				after.Score, after.ReachedAt = cur.Score, cur.ReachedAt
+			}
+			if d.Regional {
+				after.Region = m.Region
 			}
 			if cur != nil {
 				after.Version = cur.Version + 1
@@ -155,6 +166,7 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 				return leaderboards.Submitted{}, errs.Wrap(errs.Invalid, err, "the score cannot be recorded: "+err.Error())
 			}
 		}
+		changed = changed || moved
 		items, err := s.transaction(d, period, m, cur, after, changed, at)
 		if err != nil {
 			return leaderboards.Submitted{}, err
@@ -178,7 +190,10 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 
 // transaction builds the items of one submission attempt: [0] the event,
 // [1] the score (a write when changed, else a check that it is still the
-// score update decided on), [2] the member count for a first score.
+// score update decided on), then the period's meta item for a first score
+// or a view not yet listed, and, on a regional board, the views: the score
+// in its region's view (with that view's member count when it enters it)
+// and out of the view it left.
 func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderboards.Match, cur *leaderboards.Score, after leaderboards.Score, changed bool, at time.Time) ([]types.TransactWriteItem, error) {
 	ev := eventItem{
 		PK: EventKey(d.ID, m.PlayerID), MatchID: m.MatchID, Board: d.ID, PlayerID: m.PlayerID, Period: period,
@@ -214,9 +229,55 @@ func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderb
 		return nil, fmt.Errorf("encode score %s/%s/%s: %w", d.ID, period, m.PlayerID, err)
 	}
 	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(s.Table, scAV, guard)})
-	if cur == nil {
+	was := ""
+	if cur != nil {
+		was = cur.Region
+	}
+	entered := after.Region != "" && after.Region != was
+	if cur == nil || entered {
+		var meta expression.UpdateBuilder
+		if cur == nil {
+			meta = meta.Add(expression.Name(schema.AttrMembers), expression.Value(1))
+		}
+		if entered {
+			meta = meta.Add(expression.Name(schema.AttrViews), expression.Value(&types.AttributeValueMemberSS{Value: []string{after.Region}}))
+		}
 		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, s.key(d.ID, period, MetaID),
-			ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(1)))))})
+			ddb.MustBuild(expression.NewBuilder().WithUpdate(meta)))})
+	}
+	if !d.Regional {
+		return items, nil
+	}
+	return s.viewItems(items, d, period, after, was, entered)
+}
+
+// viewItems adds a regional score's view writes to a submission: the score
+// put in its region's view (one more member there when it enters it), and
+// deleted from the view it left (one member less there).
+func (s *Scores) viewItems(items []types.TransactWriteItem, d leaderboards.Definition, period string, after leaderboards.Score, was string, entered bool) ([]types.TransactWriteItem, error) {
+	members := func(n int) *types.Update {
+		return ddb.TransactUpdate(s.Table, s.key(leaderboards.ViewID(d.ID, after.Region), period, MetaID),
+			ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(n)))))
+	}
+	if after.Region != "" {
+		v := d.View(after.Region)
+		in := after
+		in.Board, in.Region = v.ID, ""
+		av, err := attributevalue.MarshalMap(itemOf(v.Order, in))
+		if err != nil {
+			return nil, fmt.Errorf("encode score %s/%s/%s: %w", v.ID, period, after.PlayerID, err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.Table), Item: av}})
+		if entered {
+			items = append(items, types.TransactWriteItem{Update: members(1)})
+		}
+	}
+	if was != "" && was != after.Region {
+		left := leaderboards.ViewID(d.ID, was)
+		items = append(items,
+			types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.Table), Key: s.key(left, period, after.PlayerID)}},
+			types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, s.key(left, period, MetaID),
+				ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(-1)))))})
 	}
 	return items, nil
 }
