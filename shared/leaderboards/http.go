@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,11 +13,14 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // API serves the leaderboard routes.
 type API struct {
 	Service *Service
+	// Cursors sign and verify the positions of listings.
+	Cursors api.Cursors
 }
 
 // Limits of the read routes.
@@ -67,6 +71,10 @@ type (
 		Region        string    `json:"region,omitempty"`
 		Total         *int64    `json:"total,omitempty"`
 		Degraded      bool      `json:"degraded,omitempty"`
+	}
+	listBody struct {
+		Items      []definitionBody `json:"items"`
+		NextCursor *string          `json:"next_cursor"`
 	}
 	submitRequest struct {
 		PlayerID   *string         `json:"player_id"`
@@ -227,6 +235,58 @@ func definitionOf(d Definition, now time.Time) definitionBody {
 		Scope: d.Scope, Status: d.Status, MaxN: d.MaxN, Timezone: d.Timezone, Regional: d.Regional,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, CurrentPeriod: d.PeriodAt(now),
 	}
+}
+
+// Limits of the listing of boards.
+const (
+	DefaultList = 50
+	MaxList     = 100
+)
+
+// ListLeaderboards serves GET /v1/leaderboards: the boards of a game
+// (scope.game) and status, a page at a time.
+func (a *API) ListLeaderboards(ctx context.Context, r *api.Request) (api.Response, error) {
+	if _, err := r.Player(); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	var filter Filter
+	if game, asked := r.Event.QueryStringParameters["game"]; asked {
+		api.CheckID(&f, "game", game)
+		filter.Game = game
+	}
+	if status, asked := r.Event.QueryStringParameters["status"]; asked {
+		filter.Status = oneOf(&f, "status", &status, "", Active, Frozen, Archived)
+	}
+	limit := r.IntQuery(&f, "limit", DefaultList, 1, MaxList)
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	// A cursor is good for the listing it came from only.
+	scope := fmt.Sprintf("%s:%s:%s", routes.ListLeaderboards.Function, filter.Game, filter.Status)
+	var after string
+	if cur := r.Query("cursor"); cur != "" {
+		if err := a.Cursors.Decode(ctx, scope, cur, &after); err != nil {
+			return api.Response{}, err
+		}
+	}
+	defs, next, err := a.Service.List(ctx, filter, after, limit)
+	if err != nil {
+		return api.Response{}, err
+	}
+	now := a.Service.Clock.Now()
+	body := listBody{Items: make([]definitionBody, len(defs))}
+	for i, d := range defs {
+		body.Items[i] = definitionOf(d, now)
+	}
+	if next != "" {
+		cur, err := a.Cursors.Encode(scope, next)
+		if err != nil {
+			return api.Response{}, err
+		}
+		body.NextCursor = &cur
+	}
+	return api.OK(body), nil
 }
 
 // GetLeaderboard serves GET /v1/leaderboards/{leaderboard_id}.

@@ -189,6 +189,17 @@ type Definitions interface {
 	Get(ctx context.Context, id string) (Definition, error)
 	// List returns every definition.
 	List(ctx context.Context) ([]Definition, error)
+	// Page returns up to limit definitions that match f, after the board
+	// named after ("" from the start); next names the last one returned
+	// when more may follow, else "".
+	Page(ctx context.Context, f Filter, after string, limit int) (defs []Definition, next string, err error)
+}
+
+// Filter selects definitions in a listing: by the game of their scope and
+// by status; an empty field selects all.
+type Filter struct {
+	Game   string `json:"game,omitempty"`
+	Status Status `json:"status,omitempty"`
 }
 
 // Scores stores scores, the source of truth of every board.

@@ -3,6 +3,8 @@ package leaderboards_test
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -312,4 +314,94 @@ func TestFriendsRankIsThePlayersOwn(t *testing.T) {
 	}
 	// Another player's place on the board itself is public.
 	c.Player("mallory", "GET", "/v1/leaderboards/cup/players/ann/rank?k=1", nil).Expect(t, 200)
+}
+
+// Boards are listed by game and status, a page at a time: every page
+// together is exactly the boards the filter selects, each once, and a
+// cursor continues only the listing it came from, for a day.
+func TestListingBoardsByGameAndStatus(t *testing.T) {
+	s, c := startStack(t, "")
+	s.Clock().Set(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC))
+	want := map[string][]string{} // "game/status" → ids
+	for i := 0; i < 13; i++ {
+		id := fmt.Sprintf("board-%02d", i)
+		game := []string{"space-race", "tile-town"}[i%2]
+		status := []string{"ACTIVE", "ACTIVE", "FROZEN"}[i%3]
+		c.Service("PUT", "/v1/leaderboards/"+id, map[string]any{"title": id, "scope": map[string]any{"game": game}, "status": status}).Expect(t, 201)
+		for _, key := range []string{"/", game + "/", "/" + status, game + "/" + status} {
+			want[key] = append(want[key], id)
+		}
+	}
+	c.Service("PUT", "/v1/leaderboards/unscoped", map[string]any{"title": "No game"}).Expect(t, 201)
+	want["/"] = append(want["/"], "unscoped")
+	want["/ACTIVE"] = append(want["/ACTIVE"], "unscoped")
+
+	type page struct {
+		Items []struct {
+			ID     string `json:"leaderboard_id"`
+			Status string `json:"status"`
+			Scope  struct {
+				Game string `json:"game"`
+			} `json:"scope"`
+		} `json:"items"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	list := func(query string) (ids []string, cursors []string) {
+		t.Helper()
+		next := ""
+		for pages := 0; ; pages++ {
+			if pages > 20 {
+				t.Fatalf("%s: the listing does not end", query)
+			}
+			q := query + "&limit=3"
+			if next != "" {
+				q += "&cursor=" + url.QueryEscape(next)
+			}
+			var p page
+			c.Player("reader", "GET", "/v1/leaderboards?"+q, nil).Expect(t, 200).JSON(t, &p)
+			if len(p.Items) > 3 {
+				t.Fatalf("%s: a page of %d with limit=3", query, len(p.Items))
+			}
+			for _, it := range p.Items {
+				ids = append(ids, it.ID)
+			}
+			if p.NextCursor == nil {
+				return ids, cursors
+			}
+			next = *p.NextCursor
+			cursors = append(cursors, next)
+		}
+	}
+	for key, ids := range want {
+		game, status, _ := strings.Cut(key, "/")
+		q := url.Values{}
+		if game != "" {
+			q.Set("game", game)
+		}
+		if status != "" {
+			q.Set("status", status)
+		}
+		got, _ := list(q.Encode())
+		slices.Sort(got)
+		slices.Sort(ids)
+		if !slices.Equal(got, ids) {
+			t.Errorf("listing %q: got %v, want %v", key, got, ids)
+		}
+	}
+	_, cursors := list("game=space-race")
+	if len(cursors) == 0 {
+		t.Fatal("seven boards in pages of three gave no cursor")
+	}
+	// A cursor belongs to its listing, and lasts a day.
+	c.Player("reader", "GET", "/v1/leaderboards?game=tile-town&cursor="+url.QueryEscape(cursors[0]), nil).Expect(t, 400)
+	c.Player("reader", "GET", "/v1/leaderboards?game=space-race&cursor=forged.cursor", nil).Expect(t, 400)
+	s.Clock().Set(time.Date(2026, 11, 21, 9, 0, 1, 0, time.UTC))
+	c.Player("reader", "GET", "/v1/leaderboards?game=space-race&cursor="+url.QueryEscape(cursors[0]), nil).Expect(t, 400)
+	for _, bad := range []string{"status=OPEN", "limit=0", "limit=101", "game=a%20b", "game="} {
+		r := c.Player("reader", "GET", "/v1/leaderboards?"+bad, nil).Expect(t, 400)
+		if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+			t.Errorf("%s: %s", bad, r.Header.Get("Content-Type"))
+		}
+	}
+	c.Service("GET", "/v1/leaderboards", nil).Expect(t, 401) // a player route takes a player token
 }

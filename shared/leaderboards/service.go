@@ -100,6 +100,13 @@ func (s *Service) PutDefinition(ctx context.Context, d Definition) (Definition, 
 	return out, created, err
 }
 
+// List returns a page of the definitions f selects, after the board
+// named after; next names where the following page starts ("" at the
+// end).
+func (s *Service) List(ctx context.Context, f Filter, after string, limit int) (defs []Definition, next string, err error) {
+	return s.Defs.Page(ctx, f, after, limit)
+}
+
 // definition reads a board's definition, reusing it for a second.
 func (s *Service) definition(ctx context.Context, id string) (Definition, error) {
 	d, _, err := s.defs.Get(ctx, id, func(ctx context.Context) (Definition, error) { return s.Defs.Get(ctx, id) })

@@ -251,6 +251,11 @@ var (
 		Summary: "Define or update a leaderboard",
 		Uses:    Uses{Writes: []schema.Table{schema.Leaderboards}},
 	}
+	ListLeaderboards = Route{
+		Method: "GET", Path: "/v1/leaderboards", Function: "list-leaderboards", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
+		Summary: "Leaderboards by game and status",
+		Uses:    Uses{Reads: []schema.Table{schema.Leaderboards}, Secrets: true},
+	}
 	GetLeaderboard = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A leaderboard's definition, current period and size",
@@ -499,7 +504,7 @@ func All() []Route {
 	return withEdge(
 		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 		LikePost, UnlikePost, ToggleLike, CountLikes,
-		PutLeaderboard, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
+		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,

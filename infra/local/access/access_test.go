@@ -150,6 +150,7 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 			"/v1/posts/p1/likes/count", "/v1/leaderboards/arena", "/v1/leaderboards/arena/top?n=3",
 			"/v1/leaderboards/arena/players/ann/rank?k=2", "/v1/leaderboards/arena/players/ann/friends-rank?k=2",
 			"/v1/leaderboards/arena/top?region=eu", "/v1/leaderboards/arena/players/ann/rank?region=eu",
+			"/v1/leaderboards?game=space-race",
 			"/v1/leaderboards/daily/top", "/v1/users/ann/streak", "/v1/users/ann/points/history?days=7",
 			"/v1/streaks/top?n=10", "/v1/streaks/top?region=eu",
 		} {

@@ -26,7 +26,7 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
 	svc.Metrics = d.Metrics
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
-	h := &leaderboards.API{Service: svc}
+	h := &leaderboards.API{Service: svc, Cursors: d.Cursors}
 	p := &leaderboards.Processor{
 		Decode: dynamo.ScoreFromRecord, Defs: defs, Sync: m, Gen: gen,
 		Rebuilds: &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: m, Clock: d.Clock},
@@ -36,12 +36,13 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{
-			routes.PutLeaderboard.Function: h.PutLeaderboard,
-			routes.GetLeaderboard.Function: h.GetLeaderboard,
-			routes.SubmitScore.Function:    h.SubmitScore,
-			routes.LeaderboardTop.Function: h.LeaderboardTop,
-			routes.PlayerRank.Function:     h.PlayerRank,
-			routes.FriendsRank.Function:    h.FriendsRank,
+			routes.PutLeaderboard.Function:   h.PutLeaderboard,
+			routes.ListLeaderboards.Function: h.ListLeaderboards,
+			routes.GetLeaderboard.Function:   h.GetLeaderboard,
+			routes.SubmitScore.Function:      h.SubmitScore,
+			routes.LeaderboardTop.Function:   h.LeaderboardTop,
+			routes.PlayerRank.Function:       h.PlayerRank,
+			routes.FriendsRank.Function:      h.FriendsRank,
 		},
 		Processors: map[string]streams.BatchFunc{routes.LeaderboardProcessor.Function: p.Process},
 	}

@@ -208,3 +208,57 @@ func (s *Definitions) List(ctx context.Context) ([]leaderboards.Definition, erro
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
+
+// pageScan is how many items one Scan call of a listing evaluates.
+const pageScan = 200
+
+// Page returns up to limit definitions matching f, in the table's scan
+// order, after the board named after. The table holds one small item per
+// board, so a filtered scan that stops as soon as the page is full reads
+// little; the position is a board id, where the next scan starts.
+func (s *Definitions) Page(ctx context.Context, f leaderboards.Filter, after string, limit int) ([]leaderboards.Definition, string, error) {
+	in := &dynamodb.ScanInput{TableName: aws.String(s.Table), Limit: aws.Int32(pageScan)}
+	var conds []expression.ConditionBuilder
+	if f.Game != "" {
+		conds = append(conds, expression.Name(schema.AttrScope+".game").Equal(expression.Value(f.Game)))
+	}
+	if f.Status != "" {
+		conds = append(conds, expression.Name(schema.AttrStatus).Equal(expression.Value(string(f.Status))))
+	}
+	if len(conds) > 0 {
+		cond := conds[0]
+		if len(conds) > 1 {
+			cond = expression.And(conds[0], conds[1])
+		}
+		e := ddb.MustBuild(expression.NewBuilder().WithFilter(cond))
+		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.Filter(), e.Names(), e.Values()
+	}
+	if after != "" {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(after)}
+	}
+	var defs []leaderboards.Definition
+	for {
+		out, err := s.DB.Scan(ctx, in)
+		if err != nil {
+			return nil, "", unavailable(err, "list leaderboards")
+		}
+		for i, raw := range out.Items {
+			d, err := decodeDefinition(raw)
+			if err != nil {
+				return nil, "", err
+			}
+			defs = append(defs, d)
+			if len(defs) == limit {
+				more := i < len(out.Items)-1 || len(out.LastEvaluatedKey) > 0
+				if !more {
+					return defs, "", nil
+				}
+				return defs, d.ID, nil
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return defs, "", nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
