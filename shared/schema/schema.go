@@ -196,10 +196,10 @@ const (
 	AttrMembers = "members"
 	// AttrViews is, on a regional board period's meta item, the set of
 	// regions that have a view in it (on a score: AttrRegion, its view).
-	AttrViews = "views"
-	AttrPeriod  = "period"
-	AttrBoard   = "board"
-	AttrScore   = "score"
+	AttrViews  = "views"
+	AttrPeriod = "period"
+	AttrBoard  = "board"
+	AttrScore  = "score"
 )
 
 // Players attributes.
