@@ -446,6 +446,29 @@ func neighbors(es []Entry) []neighbor {
 	return out
 }
 
+// RemovePlayerScore serves DELETE /v1/leaderboards/{leaderboard_id}/players/{player_id}:
+// a cheater's score leaves the board, in period= or in every period.
+func (a *API) RemovePlayerScore(ctx context.Context, r *api.Request) (api.Response, error) {
+	if err := service(r); err != nil {
+		return api.Response{}, err
+	}
+	var f errs.Fields
+	id := r.Path("leaderboard_id")
+	api.CheckID(&f, "leaderboard_id", id)
+	player := playerArg(r, &f)
+	period, asked := r.Event.QueryStringParameters["period"]
+	if asked && period == "" {
+		f.Add("period", "must name a period")
+	}
+	if err := f.Err(); err != nil {
+		return api.Response{}, err
+	}
+	if err := a.Service.RemovePlayer(ctx, id, player, period); err != nil {
+		return api.Response{}, err
+	}
+	return api.Response{Status: http.StatusNoContent}, nil
+}
+
 // PlayerRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/rank.
 func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, error) {
 	if _, err := r.Player(); err != nil {

@@ -220,6 +220,10 @@ type Scores interface {
 	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, error)
 	// Scan calls fn with every score of a board period, in pages.
 	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
+	// RemovePlayer deletes the player's score on d in one period ("" for
+	// all) with its regional view, keeping their matches recorded, and
+	// returns the board periods (views included) that held one.
+	RemovePlayer(ctx context.Context, d Definition, player, period string) ([]BoardPeriod, error)
 }
 
 // Cache is the Redis side of boards: fast, exact reads, and writes that
@@ -234,6 +238,8 @@ type Cache interface {
 	Around(ctx context.Context, d Definition, period, player string, k int) (self Entry, window []Entry, total int64, asOf time.Time, err error)
 	Among(ctx context.Context, d Definition, period string, players []string) (es []Entry, asOf time.Time, err error)
 	Total(ctx context.Context, d Definition, period string) (int64, error)
+	// Apply writes scores, versioned; a Removed one is forgotten.
+	Apply(ctx context.Context, d Definition, period string, scores []Score) error
 }
 
 // Players is what boards read of players (shared/players): display names

@@ -345,3 +345,71 @@ func checkRegions(t *testing.T, c *apitest.Client, r *regional, degraded bool, s
 		}
 	}
 }
+
+// A cheater's score comes off a board at once, everywhere it showed: the
+// global board and its region's view, in every period or in one. Everyone
+// below moves up (the reads equal the model without the cheater, from
+// Redis and from DynamoDB); resending a removed match brings nothing
+// back, and a new match starts the player afresh.
+func TestRemovingACheaterMovesEveryoneBelowUp(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	s, c := startStack(t, srv.URL())
+	r := playRegions(t, s, c, testenv.Scale(40, 200))
+	cup, league := r.models[0], r.models[1]
+	top := func(m *model) string { return standings(m.b, m.scores, nil)[0].PlayerID }
+
+	cheater := top(cup)
+	c.Service("DELETE", "/v1/leaderboards/cup/players/"+cheater, nil).Expect(t, 204)
+	delete(cup.scores, cheater)
+	delete(r.shownIn[cup], cheater)
+	// Redis forgot the score before the answer; a reader sees it once
+	// the 250 ms its hot board may be reused have passed.
+	await.Until(t, 2*time.Second, "the cheater off the cup", func() bool {
+		var got struct {
+			Entries []ranked `json:"entries"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/cup/top?n=1000", nil).Expect(t, 200).JSON(t, &got)
+		return fmt.Sprint(got.Entries) == fmt.Sprint(standings(cup.b, cup.scores, nil))
+	})
+	c.Player("reader", "GET", "/v1/leaderboards/cup/players/"+cheater+"/rank", nil).Expect(t, 404)
+
+	// On the weekly league, from this week only; a resent match is
+	// remembered and adds nothing, a new one counts from zero.
+	cheater = top(league)
+	c.Service("DELETE", "/v1/leaderboards/league/players/"+cheater+"?period=2026-W46", nil).Expect(t, 204)
+	delete(league.scores, cheater)
+	delete(r.shownIn[league], cheater)
+	c.Service("DELETE", "/v1/leaderboards/league/players/"+cheater+"?period=2026-W46", nil).Expect(t, 204) // again: nothing to do
+	at := time.Date(2026, 11, 15, 7, 0, 0, 0, time.UTC)
+	for _, match := range []string{"m0", "m1", "m2", "fresh"} {
+		body := map[string]any{"player_id": cheater, "match_id": match, "score": 5, "occurred_at": at.Format(time.RFC3339)}
+		res := c.Service("POST", "/v1/leaderboards/league/scores", body).Expect(t, 200).Map(t)
+		if isNew := league.submit(cheater, match, 5, at); res["applied"] != isNew {
+			t.Fatalf("%s after removal: applied=%v, the model says %v", match, res["applied"], isNew)
+		}
+		if res["applied"] == true {
+			r.shownIn[league][cheater] = r.profile[cheater]
+		}
+	}
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	await.Success(t, 2*time.Second, "the league without the old score", func() error {
+		var got struct {
+			Entries []ranked `json:"entries"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/league/top?n=1000", nil).Expect(t, 200).JSON(t, &got)
+		if want := standings(league.b, league.scores, nil); fmt.Sprint(got.Entries) != fmt.Sprint(want) {
+			return fmt.Errorf("got %v, want %v", got.Entries, want)
+		}
+		return nil
+	})
+	checkRegions(t, c, r, false, 0)
+	srv.Stop()
+	checkRegions(t, c, r, true, testenv.Scale(10, 0))
+
+	c.Service("DELETE", "/v1/leaderboards/nope/players/p0001", nil).Expect(t, 404)
+	c.Service("DELETE", "/v1/leaderboards/cup/players/p0001?period=2026-W46", nil).Expect(t, 400) // cup never resets
+	c.Player("p0001", "DELETE", "/v1/leaderboards/cup/players/p0001", nil).Expect(t, 403)
+}

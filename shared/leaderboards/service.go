@@ -237,6 +237,36 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 	return res, nil
 }
 
+// RemovePlayer takes a player's score (a cheater's) off a board: in one
+// period, or in every period when period is "", with its regional view.
+// Redis forgets it at once, so everyone ranked below moves up; the
+// matches stay recorded, so resending one does not bring it back.
+func (s *Service) RemovePlayer(ctx context.Context, id, player, period string) error {
+	d, err := s.Defs.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if period != "" {
+		if err := d.CheckPeriod(period); err != nil {
+			return err
+		}
+	}
+	removed, err := s.Scores.RemovePlayer(ctx, d, player, period)
+	if err != nil {
+		return err
+	}
+	for _, bp := range removed {
+		view := d
+		if _, region, ok := SplitView(bp.Board); ok {
+			view = d.View(region)
+		}
+		if err := s.Cache.Apply(ctx, view, bp.Period, []Score{{PlayerID: player, Removed: true}}); err != nil {
+			s.Log.WarnContext(ctx, "removed score still in redis; the stream will drop it", "board", bp.Board, "period", bp.Period, "error", err.Error())
+		}
+	}
+	return nil
+}
+
 // Top returns n entries of a period from rank from (1-based) on: the best
 // n from 1, a deeper page past it; of a region's view when region is
 // given. n is clamped to the board's MaxN; how deep a page starts is not.

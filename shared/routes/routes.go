@@ -270,6 +270,15 @@ var (
 			Redis:  true,
 		},
 	}
+	RemovePlayerScore = Route{
+		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Summary: "Remove a player's score from a board",
+		Uses: Uses{
+			Reads:  []schema.Table{schema.Leaderboards, schema.ScoreEvents},
+			Writes: []schema.Table{schema.Scores},
+			Redis:  true,
+		},
+	}
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "The best N players of a period",
@@ -504,7 +513,7 @@ func All() []Route {
 	return withEdge(
 		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 		LikePost, UnlikePost, ToggleLike, CountLikes,
-		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
+		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, RemovePlayerScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,

@@ -279,6 +279,10 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	}
 	c.Service("GET", "/v1/ops/health", nil).Expect(t, 200)
 
+	// A cheater's score removed, everywhere on a board and in one period.
+	c.Service("DELETE", "/v1/leaderboards/arena/players/bob", nil).Expect(t, 204)
+	c.Service("DELETE", "/v1/leaderboards/arena/players/ann?period=all", nil).Expect(t, 204)
+
 	// Erasures: a player's own, and one a service asks for.
 	c.Player("dee", "DELETE", "/v1/users/dee", nil).Expect(t, 202)
 	c.Service("DELETE", "/v1/ops/users/cyd", nil).Expect(t, 202)

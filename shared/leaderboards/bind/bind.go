@@ -36,13 +36,14 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{
-			routes.PutLeaderboard.Function:   h.PutLeaderboard,
-			routes.ListLeaderboards.Function: h.ListLeaderboards,
-			routes.GetLeaderboard.Function:   h.GetLeaderboard,
-			routes.SubmitScore.Function:      h.SubmitScore,
-			routes.LeaderboardTop.Function:   h.LeaderboardTop,
-			routes.PlayerRank.Function:       h.PlayerRank,
-			routes.FriendsRank.Function:      h.FriendsRank,
+			routes.PutLeaderboard.Function:    h.PutLeaderboard,
+			routes.ListLeaderboards.Function:  h.ListLeaderboards,
+			routes.GetLeaderboard.Function:    h.GetLeaderboard,
+			routes.SubmitScore.Function:       h.SubmitScore,
+			routes.RemovePlayerScore.Function: h.RemovePlayerScore,
+			routes.LeaderboardTop.Function:    h.LeaderboardTop,
+			routes.PlayerRank.Function:        h.PlayerRank,
+			routes.FriendsRank.Function:       h.FriendsRank,
 		},
 		Processors: map[string]streams.BatchFunc{routes.LeaderboardProcessor.Function: p.Process},
 	}

@@ -27,21 +27,68 @@ import (
 const eraseAttempts = 16
 
 // ErasePlayer deletes the player's score in every board period and
-// regional view, taking each
-// out of its period's member count in the same transaction, then every
-// match the player recorded on the given boards (the caller passes every
-// defined board). It returns the board periods the player had a score in,
-// so the caller can drop them from Redis too (the leaderboard processor
-// also does, from the stream).
+// regional view, taking each out of its member count in the same
+// transaction, then every match the player recorded on the given boards
+// (the caller passes every defined board). It returns the board periods
+// the player had a score in, so the caller can drop them from Redis too
+// (the leaderboard processor also does, from the stream).
 //
-// The scores are found by the by_player index and, for the periods of the
-// matches still recorded, by key: the index is eventually consistent, and
-// scores written before it existed carry no player_key. The matches are
-// deleted last, so after a crash a re-run finds those periods again and
+// The matches are deleted last, so after a crash a re-run finds those periods again and
 // reports them again, and the caller's clean-up is repeated too. Each
 // deletion is conditioned on the score existing, so a re-run never takes a
 // member away twice.
 func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string) ([]leaderboards.BoardPeriod, error) {
+	periods, err := s.scorePeriods(ctx, player, boards, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	for _, bp := range periods {
+		if err := s.eraseScore(ctx, bp, player); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range boards {
+		if err := s.eraseMatches(ctx, b, player); err != nil {
+			return nil, err
+		}
+	}
+	return periods, nil
+}
+
+// RemovePlayer deletes the player's score on board d (a cheater's) in one
+// period, or in every period when period is "", with its regional view,
+// taking each out of its member count. The matches stay recorded, so a
+// game server sending one again does not bring the score back. It returns
+// the board periods and views that held a score, for Redis.
+func (s *Scores) RemovePlayer(ctx context.Context, d leaderboards.Definition, player, period string) ([]leaderboards.BoardPeriod, error) {
+	var periods []leaderboards.BoardPeriod
+	var err error
+	if period != "" {
+		periods, err = s.withViews(ctx, player, map[leaderboards.BoardPeriod]bool{{Board: d.ID, Period: period}: true})
+	} else {
+		periods, err = s.scorePeriods(ctx, player, []string{d.ID}, func(board string) bool {
+			base, _, _ := leaderboards.SplitView(board)
+			return base == d.ID
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, bp := range periods {
+		if err := s.eraseScore(ctx, bp, player); err != nil {
+			return nil, err
+		}
+	}
+	return periods, nil
+}
+
+// scorePeriods finds the board periods (and regional views) where the
+// player may hold a score, among those keep accepts.
+//
+// The scores are found by the by_player index and, for the periods of the
+// matches still recorded on boards, by key: the index is eventually
+// consistent, and scores written before it existed carry no player_key.
+func (s *Scores) scorePeriods(ctx context.Context, player string, boards []string, keep func(board string) bool) ([]leaderboards.BoardPeriod, error) {
 	candidates := map[leaderboards.BoardPeriod]bool{}
 	if err := s.indexedPeriods(ctx, player, candidates); err != nil {
 		return nil, err
@@ -51,8 +98,18 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 			return nil, err
 		}
 	}
-	// A regional score names its view, which goes first: a re-run after a
-	// crash finds the view by the score still there.
+	for bp := range candidates {
+		if !keep(bp.Board) {
+			delete(candidates, bp)
+		}
+	}
+	return s.withViews(ctx, player, candidates)
+}
+
+// withViews adds to candidates the regional view each score names and
+// returns them sorted, views first: a re-run after a crash finds a view
+// by the score still there, so the score goes last.
+func (s *Scores) withViews(ctx context.Context, player string, candidates map[leaderboards.BoardPeriod]bool) ([]leaderboards.BoardPeriod, error) {
 	for bp := range maps.Clone(candidates) {
 		if _, _, view := leaderboards.SplitView(bp.Board); view {
 			continue
@@ -65,18 +122,7 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 			candidates[leaderboards.BoardPeriod{Board: leaderboards.ViewID(bp.Board, sc.Region), Period: bp.Period}] = true
 		}
 	}
-	periods := sortedPeriods(candidates)
-	for _, bp := range periods {
-		if err := s.eraseScore(ctx, bp, player); err != nil {
-			return nil, err
-		}
-	}
-	for _, b := range boards {
-		if err := s.eraseMatches(ctx, b, player); err != nil {
-			return nil, err
-		}
-	}
-	return periods, nil
+	return sortedPeriods(candidates), nil
 }
 
 func sortedPeriods(set map[leaderboards.BoardPeriod]bool) []leaderboards.BoardPeriod {

@@ -115,6 +115,18 @@ func (s *Scores) read(ctx context.Context, board, period, player string) (*leade
 	return &sc, nil
 }
 
+// firstVersion is the version a score starts at: the wall clock in
+// microseconds, not 1. A score can be deleted (a cheater's removal, an
+// erasure) and start again; the deletion reaches Redis one version past
+// the last, so a new score must start above every version the deleted
+// one had, or the processor, keeping the newest version of a player's
+// records, would take the deletion for the newer. Each change adds one,
+// and changes are milliseconds apart, so a score's versions stay below
+// the clock and a new score's first one is above them (within the skew
+// of the hosts' clocks). Microseconds stay exact in Redis's scripts,
+// which count in doubles (below 2^53 until the year 2255).
+func firstVersion() int64 { return time.Now().UnixMicro() }
+
 // Submit records match m for d's period and applies update to the player's
 // score in one transaction: the match event (new match ids only), the score
 // guarded by the version update saw, and, for a player's first score, the
@@ -159,6 +171,7 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 			if d.Regional {
 				after.Region = m.Region
 			}
+			after.Version = firstVersion()
 			if cur != nil {
 				after.Version = cur.Version + 1
 			}

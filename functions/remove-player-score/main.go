@@ -1,0 +1,17 @@
+// Command remove-player-score is the Lambda behind DELETE /v1/leaderboards/{leaderboard_id}/players/{player_id}.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/leaderboards/bind"
+	"github.com/rallyhq/rally/shared/routes"
+)
+
+func main() {
+	deps := app.MustLoad(context.Background())
+	lambda.Start(deps.HTTP(bind.Leaderboards, routes.RemovePlayerScore))
+}
