@@ -469,6 +469,47 @@ func (a *API) RemovePlayerScore(ctx context.Context, r *api.Request) (api.Respon
 	return api.Response{Status: http.StatusNoContent}, nil
 }
 
+// banBody answers a ban or an unban.
+type banBody struct {
+	PlayerID string     `json:"player_id"`
+	Banned   bool       `json:"banned"`
+	BannedAt *time.Time `json:"banned_at"`
+}
+
+// BanPlayer serves PUT /v1/ops/players/{player_id}/ban.
+func (a *API) BanPlayer(ctx context.Context, r *api.Request) (api.Response, error) {
+	player, err := banTarget(r)
+	if err != nil {
+		return api.Response{}, err
+	}
+	since, err := a.Service.Ban(ctx, player)
+	if err != nil {
+		return api.Response{}, err
+	}
+	return api.OK(banBody{PlayerID: player, Banned: true, BannedAt: &since}), nil
+}
+
+// UnbanPlayer serves DELETE /v1/ops/players/{player_id}/ban.
+func (a *API) UnbanPlayer(ctx context.Context, r *api.Request) (api.Response, error) {
+	player, err := banTarget(r)
+	if err != nil {
+		return api.Response{}, err
+	}
+	if err := a.Service.Unban(ctx, player); err != nil {
+		return api.Response{}, err
+	}
+	return api.OK(banBody{PlayerID: player}), nil
+}
+
+func banTarget(r *api.Request) (string, error) {
+	if err := service(r); err != nil {
+		return "", err
+	}
+	var f errs.Fields
+	player := playerArg(r, &f)
+	return player, f.Err()
+}
+
 // PlayerRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/rank.
 func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, error) {
 	if _, err := r.Player(); err != nil {

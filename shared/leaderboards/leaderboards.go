@@ -224,6 +224,13 @@ type Scores interface {
 	// all) with its regional view, keeping their matches recorded, and
 	// returns the board periods (views included) that held one.
 	RemovePlayer(ctx context.Context, d Definition, player, period string) ([]BoardPeriod, error)
+	// Ban refuses the player's submissions from now on and hides every
+	// score of theirs on boards (every defined one), returning when the
+	// ban began and the board periods it hid a score in.
+	Ban(ctx context.Context, player string, boards []string) (time.Time, []BoardPeriod, error)
+	// Unban lifts a ban and restores the hidden scores, ranked by each
+	// board's order, returning them.
+	Unban(ctx context.Context, player string, boards []string, order func(board string) Order) ([]Score, error)
 }
 
 // Cache is the Redis side of boards: fast, exact reads, and writes that

@@ -363,15 +363,8 @@ func TestRemovingACheaterMovesEveryoneBelowUp(t *testing.T) {
 	c.Service("DELETE", "/v1/leaderboards/cup/players/"+cheater, nil).Expect(t, 204)
 	delete(cup.scores, cheater)
 	delete(r.shownIn[cup], cheater)
-	// Redis forgot the score before the answer; a reader sees it once
-	// the 250 ms its hot board may be reused have passed.
-	await.Until(t, 2*time.Second, "the cheater off the cup", func() bool {
-		var got struct {
-			Entries []ranked `json:"entries"`
-		}
-		c.Player("reader", "GET", "/v1/leaderboards/cup/top?n=1000", nil).Expect(t, 200).JSON(t, &got)
-		return fmt.Sprint(got.Entries) == fmt.Sprint(standings(cup.b, cup.scores, nil))
-	})
+	// Redis forgot the score before the answer.
+	awaitTop(t, c, cup)
 	c.Player("reader", "GET", "/v1/leaderboards/cup/players/"+cheater+"/rank", nil).Expect(t, 404)
 
 	// On the weekly league, from this week only; a resent match is
@@ -395,16 +388,7 @@ func TestRemovingACheaterMovesEveryoneBelowUp(t *testing.T) {
 	if err := s.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	await.Success(t, 2*time.Second, "the league without the old score", func() error {
-		var got struct {
-			Entries []ranked `json:"entries"`
-		}
-		c.Player("reader", "GET", "/v1/leaderboards/league/top?n=1000", nil).Expect(t, 200).JSON(t, &got)
-		if want := standings(league.b, league.scores, nil); fmt.Sprint(got.Entries) != fmt.Sprint(want) {
-			return fmt.Errorf("got %v, want %v", got.Entries, want)
-		}
-		return nil
-	})
+	awaitTop(t, c, league)
 	checkRegions(t, c, r, false, 0)
 	srv.Stop()
 	checkRegions(t, c, r, true, testenv.Scale(10, 0))
@@ -412,4 +396,85 @@ func TestRemovingACheaterMovesEveryoneBelowUp(t *testing.T) {
 	c.Service("DELETE", "/v1/leaderboards/nope/players/p0001", nil).Expect(t, 404)
 	c.Service("DELETE", "/v1/leaderboards/cup/players/p0001?period=2026-W46", nil).Expect(t, 400) // cup never resets
 	c.Player("p0001", "DELETE", "/v1/leaderboards/cup/players/p0001", nil).Expect(t, 403)
+}
+
+// A banned player is hidden from every board and view at once (everyone
+// below moves up), from Redis, from DynamoDB and from a Redis rebuilt
+// empty; their submissions answer 403 and write nothing; an unban puts
+// their scores back where they rank.
+func TestABannedPlayerIsHiddenEverywhereUntilUnbanned(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	s, c := startStack(t, srv.URL())
+	r := playRegions(t, s, c, testenv.Scale(40, 200))
+	cup := r.models[0]
+	banned := standings(cup.b, cup.scores, nil)[0].PlayerID
+	kept := map[*model]held{}
+	shown := map[*model]string{}
+	for _, m := range r.models {
+		if h, ok := m.scores[banned]; ok {
+			kept[m], shown[m] = h, r.shownIn[m][banned]
+			delete(m.scores, banned)
+			delete(r.shownIn[m], banned)
+		}
+	}
+	var ban struct {
+		Banned   bool    `json:"banned"`
+		BannedAt *string `json:"banned_at"`
+	}
+	c.Service("PUT", "/v1/ops/players/"+banned+"/ban", nil).Expect(t, 200).JSON(t, &ban)
+	if !ban.Banned || ban.BannedAt == nil {
+		t.Fatalf("ban answer: %+v", ban)
+	}
+	awaitTop(t, c, cup)
+	checkRegions(t, c, r, false, 0)
+	for _, m := range r.models {
+		c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/players/"+banned+"/rank", nil).Expect(t, 404)
+		body := map[string]any{"player_id": banned, "match_id": "after-ban", "score": 99}
+		c.Service("POST", "/v1/leaderboards/"+m.b.ID+"/scores", body).Expect(t, 403)
+	}
+	c.Service("PUT", "/v1/ops/players/"+banned+"/ban", nil).Expect(t, 200) // again: nothing more to do
+
+	ctx := context.Background()
+	srv.Stop()
+	checkRegions(t, c, r, true, testenv.Scale(10, 0))
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitRedis(t, c, r)
+	checkRegions(t, c, r, false, 0)
+
+	c.Service("DELETE", "/v1/ops/players/"+banned+"/ban", nil).Expect(t, 200).JSON(t, &ban)
+	if ban.Banned || ban.BannedAt != nil {
+		t.Fatalf("unban answer: %+v", ban)
+	}
+	for m, h := range kept {
+		m.scores[banned], r.shownIn[m][banned] = h, shown[m]
+	}
+	awaitTop(t, c, cup)
+	checkRegions(t, c, r, false, 0)
+	// The match refused during the ban was never recorded: it counts now.
+	body := map[string]any{"player_id": banned, "match_id": "after-ban", "score": 99, "occurred_at": "2026-11-15T07:00:00Z"}
+	c.Service("POST", "/v1/leaderboards/cup/scores", body).Expect(t, 200)
+	cup.submit(banned, "after-ban", 99, time.Date(2026, 11, 15, 7, 0, 0, 0, time.UTC))
+	awaitTop(t, c, cup)
+
+	c.Player(banned, "PUT", "/v1/ops/players/"+banned+"/ban", nil).Expect(t, 403)
+	c.Service("PUT", "/v1/ops/players/not%20an%20id/ban", nil).Expect(t, 400)
+}
+
+// awaitTop waits until a board's top equals the model: a change Redis took
+// at once shows once the 250 ms a hot board may be reused have passed.
+func awaitTop(t *testing.T, c *apitest.Client, m *model) {
+	t.Helper()
+	await.Success(t, 5*time.Second, m.b.ID+" top to equal the model", func() error {
+		var got struct {
+			Entries []ranked `json:"entries"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/"+m.b.ID+"/top?n=1000", nil).Expect(t, 200).JSON(t, &got)
+		if want := standings(m.b, m.scores, nil); fmt.Sprint(got.Entries) != fmt.Sprint(want) {
+			return fmt.Errorf("got %v, want %v", got.Entries, want)
+		}
+		return nil
+	})
 }

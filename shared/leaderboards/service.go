@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
@@ -256,15 +258,72 @@ func (s *Service) RemovePlayer(ctx context.Context, id, player, period string) e
 		return err
 	}
 	for _, bp := range removed {
-		view := d
-		if _, region, ok := SplitView(bp.Board); ok {
-			view = d.View(region)
-		}
-		if err := s.Cache.Apply(ctx, view, bp.Period, []Score{{PlayerID: player, Removed: true}}); err != nil {
-			s.Log.WarnContext(ctx, "removed score still in redis; the stream will drop it", "board", bp.Board, "period", bp.Period, "error", err.Error())
-		}
+		s.mirror(ctx, map[string]Definition{d.ID: d}, bp.Board, bp.Period, Score{PlayerID: player, Removed: true})
 	}
 	return nil
+}
+
+// Ban hides a player from every board and refuses their submissions (403)
+// until Unban; their scores are kept. Redis forgets them at once, so
+// everyone ranked below moves up.
+func (s *Service) Ban(ctx context.Context, player string) (time.Time, error) {
+	defs, err := s.boards(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	since, hidden, err := s.Scores.Ban(ctx, player, slices.Collect(maps.Keys(defs)))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, bp := range hidden {
+		s.mirror(ctx, defs, bp.Board, bp.Period, Score{PlayerID: player, Removed: true})
+	}
+	return since, nil
+}
+
+// Unban lifts a ban: the player's scores are back where they rank.
+func (s *Service) Unban(ctx context.Context, player string) error {
+	defs, err := s.boards(ctx)
+	if err != nil {
+		return err
+	}
+	restored, err := s.Scores.Unban(ctx, player, slices.Collect(maps.Keys(defs)), func(board string) Order { return defs[board].Order })
+	if err != nil {
+		return err
+	}
+	for _, sc := range restored {
+		s.mirror(ctx, defs, sc.Board, sc.Period, sc)
+	}
+	return nil
+}
+
+// boards reads every definition by id.
+func (s *Service) boards(ctx context.Context) (map[string]Definition, error) {
+	all, err := s.Defs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defs := make(map[string]Definition, len(all))
+	for _, d := range all {
+		defs[d.ID] = d
+	}
+	return defs, nil
+}
+
+// mirror writes a change of one board period (or view) to Redis at once;
+// the stream brings it there too when Redis cannot take it now.
+func (s *Service) mirror(ctx context.Context, defs map[string]Definition, board, period string, sc Score) {
+	base, region, view := SplitView(board)
+	d, ok := defs[base]
+	if !ok {
+		return
+	}
+	if view {
+		d = d.View(region)
+	}
+	if err := s.Cache.Apply(ctx, d, period, []Score{sc}); err != nil {
+		s.Log.WarnContext(ctx, "board change not written to redis; the stream will", "board", board, "period", period, "error", err.Error())
+	}
 }
 
 // Top returns n entries of a period from rank from (1-based) on: the best

@@ -240,6 +240,9 @@ var (
 // also read Players (display names, friend lists).
 var (
 	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Counters}
+	// A ban or an unban finds every score of the player and hides or
+	// restores it, in DynamoDB and Redis.
+	banUses    = Uses{Reads: []schema.Table{schema.Leaderboards, schema.ScoreEvents}, Writes: []schema.Table{schema.Scores}, Redis: true}
 	namedReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
 	playerData = []schema.Table{schema.Players}
 )
@@ -278,6 +281,16 @@ var (
 			Writes: []schema.Table{schema.Scores},
 			Redis:  true,
 		},
+	}
+	BanPlayer = Route{
+		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Summary: "Ban a player from every leaderboard",
+		Uses:    banUses,
+	}
+	UnbanPlayer = Route{
+		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Summary: "Lift a player's ban",
+		Uses:    banUses,
 	}
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -513,7 +526,7 @@ func All() []Route {
 	return withEdge(
 		FavoriteGame, UnfavoriteGame, ListFavorites, FavoriteStatus, CountFavorites, TopGames, PutGame,
 		LikePost, UnlikePost, ToggleLike, CountLikes,
-		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, RemovePlayerScore, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
+		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, RemovePlayerScore, BanPlayer, UnbanPlayer, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,

@@ -196,10 +196,15 @@ const (
 	AttrMembers = "members"
 	// AttrViews is, on a regional board period's meta item, the set of
 	// regions that have a view in it (on a score: AttrRegion, its view).
-	AttrViews  = "views"
-	AttrPeriod = "period"
-	AttrBoard  = "board"
-	AttrScore  = "score"
+	AttrViews = "views"
+	// AttrBanned marks a banned player's score, hidden from every read:
+	// out of the score index, the member count and Redis, kept for an
+	// unban. AttrBannedAt dates a ban.
+	AttrBanned   = "banned"
+	AttrBannedAt = "banned_at"
+	AttrPeriod   = "period"
+	AttrBoard    = "board"
+	AttrScore    = "score"
 )
 
 // Players attributes.

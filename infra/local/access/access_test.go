@@ -282,6 +282,9 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	// A cheater's score removed, everywhere on a board and in one period.
 	c.Service("DELETE", "/v1/leaderboards/arena/players/bob", nil).Expect(t, 204)
 	c.Service("DELETE", "/v1/leaderboards/arena/players/ann?period=all", nil).Expect(t, 204)
+	c.Service("PUT", "/v1/ops/players/cyd/ban", nil).Expect(t, 200)
+	c.Service("POST", "/v1/leaderboards/daily/scores", map[string]any{"player_id": "cyd", "match_id": "d-cyd-banned", "score": 3}).Expect(t, 403)
+	c.Service("DELETE", "/v1/ops/players/cyd/ban", nil).Expect(t, 200)
 
 	// Erasures: a player's own, and one a service asks for.
 	c.Player("dee", "DELETE", "/v1/users/dee", nil).Expect(t, 202)

@@ -41,6 +41,8 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 			routes.GetLeaderboard.Function:    h.GetLeaderboard,
 			routes.SubmitScore.Function:       h.SubmitScore,
 			routes.RemovePlayerScore.Function: h.RemovePlayerScore,
+			routes.BanPlayer.Function:         h.BanPlayer,
+			routes.UnbanPlayer.Function:       h.UnbanPlayer,
 			routes.LeaderboardTop.Function:    h.LeaderboardTop,
 			routes.PlayerRank.Function:        h.PlayerRank,
 			routes.FriendsRank.Function:       h.FriendsRank,

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,6 +52,10 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 		if err := s.eraseMatches(ctx, b, player); err != nil {
 			return nil, err
 		}
+	}
+	// A ban names the player too.
+	if _, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table), Key: banKey(player)}); err != nil {
+		return nil, unavailable(err, "erase a ban")
 	}
 	return periods, nil
 }
@@ -221,35 +226,52 @@ func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into 
 }
 
 // eraseScore deletes the player's score in one board period and takes one
-// member off the period's count, in one transaction. A score already gone
+// member off the period's count, in one transaction; a banned score is out
+// of the count already, so it is simply deleted. A score already gone
 // (erased by an earlier run) changes nothing.
 func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, player string) error {
-	present := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.Name(schema.AttrPK).AttributeExists()))
+	key := s.key(bp.Board, bp.Period, player)
 	oneLess := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(-1))))
-	items := []types.TransactWriteItem{{Delete: &types.Delete{
-		TableName:                aws.String(s.Table),
-		Key:                      s.key(bp.Board, bp.Period, player),
-		ConditionExpression:      present.Condition(),
-		ExpressionAttributeNames: present.Names(),
-	}}, {Update: ddb.TransactUpdate(s.Table, s.key(bp.Board, bp.Period, MetaID), oneLess)}}
 	what := fmt.Sprintf("erase a score in %s/%s", bp.Board, bp.Period)
 	for attempt := 0; attempt < eraseAttempts; attempt++ {
 		if err := ddb.Pause(ctx, attempt); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		_, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		it, err := s.item(ctx, bp.Board, bp.Period, player)
+		if err != nil || it == nil {
+			return err
+		}
+		// Either way the delete is conditioned on the state read: a ban or
+		// an unban in between makes it read again.
+		state := expression.Name(schema.AttrBanned).AttributeNotExists()
+		if it.Banned {
+			state = expression.Name(schema.AttrBanned).AttributeExists()
+		}
+		cond := ddb.MustBuild(expression.NewBuilder().WithCondition(state))
+		del := &types.Delete{TableName: aws.String(s.Table), Key: key,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}
+		if it.Banned {
+			_, err = s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: del.TableName, Key: key,
+				ConditionExpression: del.ConditionExpression, ExpressionAttributeNames: del.ExpressionAttributeNames})
+			var ccf *types.ConditionalCheckFailedException
+			if errors.As(err, &ccf) {
+				continue
+			}
+			if err != nil {
+				return unavailable(err, what)
+			}
+			return nil
+		}
+		_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Delete: del}, {Update: ddb.TransactUpdate(s.Table, s.key(bp.Board, bp.Period, MetaID), oneLess)},
+		}})
 		if err == nil {
 			return nil
 		}
-		repeated, raced := cancelled(err)
-		switch {
-		case repeated != nil:
-			return nil // item 0's condition: the score is already gone
-		case raced:
-			continue
-		default:
+		if repeated, raced := cancelled(err); repeated == nil && !raced {
 			return unavailable(err, what)
 		}
+		// Gone, banned meanwhile, or a race on the meta item: read again.
 	}
 	return unavailable(fmt.Errorf("still racing after %d attempts", eraseAttempts), what)
 }

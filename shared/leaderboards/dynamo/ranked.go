@@ -40,7 +40,9 @@ func (s *Scores) Get(ctx context.Context, board, period string, players []string
 		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
 			return nil, fmt.Errorf("decode score %s/%s: %w", board, period, err)
 		}
-		found[it.PlayerID] = it.score()
+		if !it.Banned {
+			found[it.PlayerID] = it.score()
+		}
 	}
 	out := make([]leaderboards.Score, 0, len(found))
 	for _, p := range players {
@@ -148,7 +150,7 @@ func (s *Scores) ScanPage(ctx context.Context, board, period, after string) (pag
 		if err := attributevalue.UnmarshalMap(r, &it); err != nil {
 			return nil, "", fmt.Errorf("decode score %s/%s: %w", board, period, err)
 		}
-		if it.PlayerID != MetaID {
+		if it.PlayerID != MetaID && !it.Banned {
 			page = append(page, it.score())
 		}
 	}
@@ -161,8 +163,10 @@ func (s *Scores) ScanPage(ctx context.Context, board, period, after string) (pag
 // CountScores counts the period's scores from the items themselves (not
 // the meta item's member count, which it checks).
 func (s *Scores) CountScores(ctx context.Context, board, period string) (int64, error) {
+	// Banned scores are out of the member count.
 	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period))))))
+		expression.Key(schema.AttrPK).Equal(expression.Value(PeriodKey(board, period)))).
+		WithFilter(expression.Name(schema.AttrBanned).AttributeNotExists())))
 	in.Select = types.SelectCount
 	in.ConsistentRead = aws.Bool(true)
 	var n int64

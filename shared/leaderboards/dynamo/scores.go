@@ -58,6 +58,8 @@ type scoreItem struct {
 	PlayerKey   string `dynamodbav:"player_key"`
 	// Region is, on a regional board's score, the view it also appears in.
 	Region string `dynamodbav:"region,omitempty"`
+	// Banned hides the score (see Ban); it then has no rank keys.
+	Banned bool `dynamodbav:"banned,omitempty"`
 }
 
 func (it scoreItem) score() leaderboards.Score {
@@ -98,6 +100,16 @@ func (s *Scores) key(board, period, player string) map[string]types.AttributeVal
 
 // read returns the player's score in the period, nil if none.
 func (s *Scores) read(ctx context.Context, board, period, player string) (*leaderboards.Score, error) {
+	it, err := s.item(ctx, board, period, player)
+	if err != nil || it == nil {
+		return nil, err
+	}
+	sc := it.score()
+	return &sc, nil
+}
+
+// item reads the player's score item in the period, nil if none.
+func (s *Scores) item(ctx context.Context, board, period, player string) (*scoreItem, error) {
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.Table), Key: s.key(board, period, player), ConsistentRead: aws.Bool(true),
 	})
@@ -111,8 +123,7 @@ func (s *Scores) read(ctx context.Context, board, period, player string) (*leade
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return nil, fmt.Errorf("decode score %s/%s/%s: %w", board, period, player, err)
 	}
-	sc := it.score()
-	return &sc, nil
+	return &it, nil
 }
 
 // firstVersion is the version a score starts at: the wall clock in
@@ -184,9 +195,13 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 		if err != nil {
 			return leaderboards.Submitted{}, err
 		}
+		items = append(items, s.notBanned(m.PlayerID))
 		_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
 			return leaderboards.Submitted{Applied: true, Changed: changed, Previous: cur, Current: after}, nil
+		}
+		if failedAt(err, len(items)-1) {
+			return leaderboards.Submitted{}, errs.New(errs.Forbidden, "player %s is banned from leaderboards", m.PlayerID)
 		}
 		repeated, raced := cancelled(err)
 		switch {
@@ -293,6 +308,13 @@ func (s *Scores) viewItems(items []types.TransactWriteItem, d leaderboards.Defin
 				ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(-1)))))})
 	}
 	return items, nil
+}
+
+// failedAt reports whether err is a transaction cancelled by the
+// condition of its item i.
+func failedAt(err error, i int) bool {
+	var tce *types.TransactionCanceledException
+	return errors.As(err, &tce) && i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
 }
 
 // cancelled reads why a submission's transaction did not commit: repeated

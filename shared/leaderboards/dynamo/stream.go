@@ -13,8 +13,9 @@ import (
 
 // ScoreFromRecord reads a score change from a Scores stream record. ok is
 // false for records that change no player's score (the period's member
-// count). A deleted score (erasure) comes back Removed, one version past
-// its last, so the board drops it and no older record brings it back.
+// count, a ban marker). A deleted score (erasure) comes back Removed, one
+// version past its last, so the board drops it and no older record brings
+// it back; a banned one comes back Removed at its own version.
 func ScoreFromRecord(rec events.DynamoDBEventRecord) (leaderboards.Score, bool, error) {
 	image, removed := rec.Change.NewImage, false
 	if image == nil {
@@ -27,15 +28,20 @@ func ScoreFromRecord(rec events.DynamoDBEventRecord) (leaderboards.Score, bool, 
 	if err := streams.Unmarshal(image, &it); err != nil {
 		return leaderboards.Score{}, false, fmt.Errorf("decode score record %s: %w", rec.Change.SequenceNumber, err)
 	}
-	if it.PlayerID == MetaID {
+	if it.PlayerID == MetaID || it.PK == BansKey {
 		return leaderboards.Score{}, false, nil
 	}
 	if it.Board == "" || it.Period == "" || it.PlayerID == "" || it.Ver == 0 {
 		return leaderboards.Score{}, false, fmt.Errorf("record %s is not a score", rec.Change.SequenceNumber)
 	}
 	s := it.score()
-	if removed {
+	switch {
+	case removed:
 		s.Version++
+		s.Removed = true
+	case it.Banned:
+		// Hidden, with the version the ban gave it; an unban brings it
+		// back one version on.
 		s.Removed = true
 	}
 	return s, true, nil
