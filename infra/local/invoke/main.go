@@ -23,14 +23,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/jsii-runtime-go"
-
 	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/infra/local/template/synth"
 	"github.com/rallyhq/rally/shared/routes"
 )
 
+// main does not call jsii.Close after an in-process synthesis: the runtime
+// already waits on its node process, and a second wait loses the race and
+// prints "Runtime process exited abnormally: waitid: no child processes".
+// Node exits when this process's pipe to it closes, as for the CDK app and
+// make dev -binaries.
 func main() {
 	fn := flag.String("fn", "", "function to run (a directory of functions/)")
 	eventPath := flag.String("event", "", "event file (default events/<fn>.json)")
@@ -39,9 +42,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	code := run(ctx, *fn, *eventPath, *stage, *stateDir)
-	jsii.Close()
-	os.Exit(code)
+	os.Exit(run(ctx, *fn, *eventPath, *stage, *stateDir))
 }
 
 func run(ctx context.Context, fn, eventPath, stage, stateDir string) int {
