@@ -194,7 +194,7 @@ func SAMTemplate(template map[string]any, envVars map[string]map[string]string) 
 }
 
 // Command is the sam local invoke of fn with event, or with an empty
-// event when there is none (a scheduled function has no sample).
+// event when there is none (a function added without its sample).
 func Command(samTemplate, envFile string, fn Function, event string) string {
 	e := "--no-event"
 	if event != "" {

@@ -248,11 +248,11 @@ func TestRunWritesTheFilesAndPrintsTheCommand(t *testing.T) {
 		!strings.Contains(cmd, "--env-vars "+out) {
 		t.Errorf("command %q", cmd)
 	}
-	// Every route's function is invoked with its sample; a function with
-	// none is invoked with an empty event, never a file that is not there.
-	for _, r := range routes.All() {
-		if cmd := Command("t.json", "e.json", fns[r.Function], sampleEvent(events, r.Function)); !strings.Contains(cmd, "-e ") {
-			t.Errorf("%s has no sample event in events/: %s", r.Function, cmd)
+	// Every function is invoked with its sample; a function with none
+	// would be invoked with an empty event, never a file that is not there.
+	for _, name := range routes.Functions() {
+		if cmd := Command("t.json", "e.json", fns[name], sampleEvent(events, name)); !strings.Contains(cmd, "-e ") {
+			t.Errorf("%s has no sample event in events/: %s", name, cmd)
 		}
 	}
 	if cmd := Command("t.json", "e.json", fn, sampleEvent(events, "no-such-function")); !strings.Contains(cmd, "--no-event") {

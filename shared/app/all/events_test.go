@@ -22,6 +22,8 @@ import (
 	"github.com/rallyhq/rally/shared/streamread"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/api"
@@ -337,6 +339,43 @@ func TestErasureProcessorSampleBatch(t *testing.T) {
 		e, ok, err := records.Get(ctx, privacy.Hash("alice"))
 		if err != nil || !ok || e.Status != privacy.Completed || e.UserID != "" {
 			t.Fatalf("delivery %d: alice's erasure %+v %v %v", delivery, e, ok, err)
+		}
+	}
+}
+
+// The job runner's sample batch is the Jobs stream's record of a reconcile
+// of everything being started. Its image is a job as the store keeps it;
+// with the job stored, the runner carries it to the end, and redelivered,
+// it runs a finished job no more.
+func TestJobRunnerSampleBatch(t *testing.T) {
+	d := newDeps(t)
+	ctx := context.Background()
+	var ev events.DynamoDBEvent
+	readEvent(t, routes.JobRunner.Function, &ev)
+	if len(ev.Records) != 1 || ev.Records[0].EventName != "INSERT" {
+		t.Fatalf("the sample holds %d records, want the one INSERT of a job", len(ev.Records))
+	}
+	image := ev.Records[0].Change.NewImage
+	if _, err := d.deps.DB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.deps.Table(schema.Jobs)), Item: streams.Item(image),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store := opsbind.Jobs(d.deps)
+	id := image[schema.AttrJobID].String()
+	j, err := store.Get(ctx, id)
+	if err != nil || j.Kind != jobs.Reconcile || j.Target != jobs.All || j.State != jobs.Running {
+		t.Fatalf("the sample's job reads as %+v (%v), want a running reconcile of everything", j, err)
+	}
+	handler := d.stream(t, routes.JobRunner)
+	for delivery := 1; delivery <= 2; delivery++ {
+		resp, err := handler(ctx, ev)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: %+v %v", delivery, resp, err)
+		}
+		j, err := store.Get(ctx, id)
+		if err != nil || j.State != jobs.Done || j.Runs != 1 {
+			t.Fatalf("delivery %d: the job is %s after %d runs (%v), want DONE after 1", delivery, j.State, j.Runs, err)
 		}
 	}
 }
