@@ -35,9 +35,9 @@
     return "No token: " + parts.join("; ");
   }
 
-  // The contract names the local stack on port 3000; "Try it out" goes
-  // wherever this page was served from, and the service routes say why
-  // they cannot be tried here.
+  // "Try it out" goes wherever this page was served from (the document
+  // names the stack as localhost, the page may be on 127.0.0.1), never to
+  // a deployment, and the service routes say why they cannot be tried here.
   function prepare(spec) {
     spec.servers = [{ url: origin, description: "this local stack" }];
     const schemes = (spec.components && spec.components.securitySchemes) || {};

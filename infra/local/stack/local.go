@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -344,7 +345,8 @@ func (s *Stack) eachFunction() []*poller.Poller {
 	return out
 }
 
-// serveOpenAPI serves the API contract from shared/openapi.
+// serveOpenAPI serves the API contract from shared/openapi, naming this
+// stack's URL as the local server.
 func (s *Stack) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		gateway.Problem(w, errs.New(errs.NotFound, "/openapi.json answers GET"))
@@ -356,8 +358,37 @@ func (s *Stack) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 		gateway.Problem(w, errs.Wrap(errs.Internal, err, "the OpenAPI document is invalid"))
 		return
 	}
+	doc, err := servedAt(openapi.JSON(), s.url)
+	if err != nil {
+		s.log.Error("openapi document unavailable", "error", err.Error())
+		gateway.Problem(w, errs.Wrap(errs.Internal, err, "the OpenAPI document is invalid"))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(openapi.JSON())
+	_, _ = w.Write(doc)
+}
+
+// servedAt is the contract doc with its local server (http://localhost
+// on some port: 3000, make dev's default) at url, where this stack
+// serves; a client generated from what the stack serves calls it, whatever
+// -port said. The deployment's server stays as it is.
+func servedAt(doc []byte, url string) ([]byte, error) {
+	var contract map[string]any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // numbers stay as written
+	if err := dec.Decode(&contract); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	servers, _ := contract["servers"].([]any)
+	for _, server := range servers {
+		if server, ok := server.(map[string]any); ok {
+			if u, _ := server["url"].(string); strings.HasPrefix(u, "http://localhost:") {
+				server["url"] = url
+				return json.Marshal(contract)
+			}
+		}
+	}
+	return nil, errors.New("openapi: the document names no local server (http://localhost:<port>)")
 }
 
 // invoker runs a processor's handler in process, where Lambda's Invoke

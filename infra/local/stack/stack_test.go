@@ -346,6 +346,17 @@ func TestOpenAPIAndRequestLog(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") || json.Unmarshal(body, &doc) != nil || doc["openapi"] == nil {
 		t.Fatalf("/openapi.json: %d %s %.100s", code, hdr.Get("Content-Type"), body)
 	}
+	// The stack serves on a port of its own, not the document's 3000:
+	// its first server is where it serves, and a deployment stays second.
+	var served struct {
+		Servers []struct {
+			URL string `json:"url"`
+		} `json:"servers"`
+	}
+	_ = json.Unmarshal(body, &served)
+	if len(served.Servers) != 2 || served.Servers[0].URL != s.URL() || !strings.Contains(served.Servers[1].URL, "{apiId}") {
+		t.Fatalf("/openapi.json servers %+v, want %s and the deployment", served.Servers, s.URL())
+	}
 	code, hdr, _ = c.call("GET", "/_local/nothing", "", nil)
 	if code != 404 || hdr.Get("Content-Type") != api.ProblemContentType {
 		t.Fatalf("unknown local endpoint: %d %s", code, hdr.Get("Content-Type"))
