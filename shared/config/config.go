@@ -191,7 +191,37 @@ func FromEnv() (Config, error) {
 	if c.YoungAccountAge, err = durationEnv("RALLY_YOUNG_ACCOUNT_AGE", 24*time.Hour); err != nil {
 		return c, err
 	}
+	if err := tablesNamed(c); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// tablesNamed checks that a deployed function is told the physical name of
+// every table it uses, and of every table whose stream it reads. Without
+// one it would fall back to RALLY_TABLE_PREFIX + the logical name, the
+// local stack's naming, and fail on its first call to that table with an
+// error that does not name the variable. The local stage has the fallback.
+func tablesNamed(c Config) error {
+	if c.Local() || c.Function == "" {
+		return nil
+	}
+	uses, ok := routes.UsesOf(c.Function)
+	if !ok {
+		return nil
+	}
+	tables := append(uses.Tables(), uses.Streams...)
+	for _, p := range routes.Processors() {
+		if p.Function == c.Function {
+			tables = append(tables, p.Source)
+		}
+	}
+	for _, t := range tables {
+		if os.Getenv(t.EnvVar()) == "" {
+			return fmt.Errorf("config: %s uses the %s table, but %s (its physical name) is not set", c.Function, t.Name, t.EnvVar())
+		}
+	}
+	return nil
 }
 
 func env(name, def string) string {

@@ -304,11 +304,9 @@ func brokenEnvironments(t *testing.T, b *booted) {
 		}
 	})
 	t.Run("missing table", func(t *testing.T) {
-		// Starts (the name defaults to the table's logical name) but its
-		// first call finds no such table: the sample fails, never passes.
-		fn := without(routes.FavoriteGame.Function, "RALLY_TABLE_REACTIONS")
-		if resp := answer(fn); resp.StatusCode < 500 {
-			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS answered %d %s, want a 5xx", resp.StatusCode, resp.Body)
+		err := start(without(routes.FavoriteGame.Function, "RALLY_TABLE_REACTIONS"))
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), "RALLY_TABLE_REACTIONS") {
+			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS: %v, want an init failure naming it", err)
 		}
 	})
 	t.Run("missing grant", func(t *testing.T) {
