@@ -310,7 +310,7 @@ func (c *call) allowed(needs ...need) bool {
 	p := c.policies[c.caller.function]
 	c.mu.Unlock()
 	for _, n := range needs {
-		d := p.Decide(n.action, n.resource)
+		d := p.Decide(n.action, n.resource, n.keys)
 		if d == policy.Allow {
 			continue
 		}
@@ -330,8 +330,12 @@ func (c *call) allowed(needs ...need) bool {
 	return true
 }
 
-// need is one IAM action a call needs on one resource.
-type need struct{ action, resource string }
+// need is one IAM action a call needs on one resource, with the
+// condition keys IAM evaluates it with (nil for none).
+type need struct {
+	action, resource string
+	keys             policy.Keys
+}
 
 func (c *call) fail(status int, code, message string) {
 	writeError(c.w, c.r, c.op.rest, status, code, message)

@@ -280,6 +280,69 @@ func TestAFunctionIsDeniedWhatItsRoleDoesNotAllowAndNothingIsWritten(t *testing.
 	}
 }
 
+// A grant on some attributes of a table (the analytics shipper's on
+// Players) allows reading them by projection and updating them, and
+// nothing wider: not the whole item, not another attribute, not the
+// whole item returned by an update.
+func TestAGrantOnSomeAttributesAllowsOnlyThose(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	players := awsapi.TableARN(e.players)
+	role := []policy.Statement{{
+		Effect: "Allow", Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, Resources: []string{players},
+		Conditions: []policy.Condition{
+			{Operator: "ForAllValues:StringEquals", Key: "dynamodb:Attributes", Values: []string{"id", "secret"}},
+			{Operator: "StringEqualsIfExists", Key: "dynamodb:Select", Values: []string{"SPECIFIC_ATTRIBUTES"}},
+			{Operator: "StringEqualsIfExists", Key: "dynamodb:ReturnValues", Values: []string{"NONE", "UPDATED_OLD", "UPDATED_NEW"}},
+		},
+	}}
+	db := e.dynamo(e.srv.AddCaller("analytics-shipper", role))
+	if _, err := e.direct.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.players), Item: item("p1", "weekly")}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &types.AttributeValueMemberS{Value: "s3cret"}
+	names := map[string]string{"#s": "secret"}
+
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.players), Key: key("p1"),
+		UpdateExpression: aws.String("SET #s = if_not_exists(#s, :v)"), ConditionExpression: aws.String("attribute_exists(id)"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: map[string]types.AttributeValue{":v": secret},
+		ReturnValues: types.ReturnValueUpdatedNew}); err != nil {
+		t.Fatalf("an update of the granted attribute: %v", err)
+	}
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.players), Key: key("p1"),
+		ProjectionExpression: aws.String("#s"), ExpressionAttributeNames: names})
+	if err != nil || got.Item["secret"] == nil || got.Item["board"] != nil {
+		t.Fatalf("a read projecting the granted attribute: %v %v", got, err)
+	}
+
+	_, err = db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.players), Key: key("p1")})
+	e.denied(t, err, "analytics-shipper", "dynamodb:GetItem", players)
+	_, err = db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.players), Key: key("p1"), ProjectionExpression: aws.String("board, #s"), ExpressionAttributeNames: names})
+	e.denied(t, err, "analytics-shipper", "dynamodb:GetItem", players)
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.players), Key: key("p1"),
+		UpdateExpression: aws.String("SET board = :b"), ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberS{Value: "daily"}}})
+	e.denied(t, err, "analytics-shipper", "dynamodb:UpdateItem", players)
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.players), Key: key("p1"),
+		UpdateExpression: aws.String("REMOVE #s"), ExpressionAttributeNames: names, ReturnValues: types.ReturnValueAllOld})
+	e.denied(t, err, "analytics-shipper", "dynamodb:UpdateItem", players)
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(e.players), Key: key("p1"), UpdateExpression: aws.String("REMOVE #s, #b"),
+			ExpressionAttributeNames: map[string]string{"#s": "secret", "#b": "board"}}},
+	}})
+	e.denied(t, err, "analytics-shipper", "dynamodb:UpdateItem", players)
+
+	out, err := e.direct.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.players), Key: key("p1"), ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item["board"].(*types.AttributeValueMemberS).Value != "weekly" || out.Item["secret"] == nil {
+		t.Errorf("after the denied calls the item is %v (%v), want its board and secret as they were", out.Item, err)
+	}
+	if _, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(e.players), Key: key("p1"), UpdateExpression: aws.String("REMOVE #s"),
+			ConditionExpression: aws.String("#s = :v"), ExpressionAttributeNames: names, ExpressionAttributeValues: map[string]types.AttributeValue{":v": secret}}},
+	}}); err != nil {
+		t.Fatalf("a transaction removing the granted attribute: %v", err)
+	}
+}
+
 func TestAFunctionReadsOnlyTheStreamsItsRoleAllows(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/rallyhq/rally/infra/local/policy"
 )
 
 // TableARN is the ARN a policy names table by (its physical name).
@@ -22,10 +26,9 @@ func TableARN(table string) string {
 // dynamoCall is what a DynamoDB or DynamoDB Streams request names that
 // the policy check needs.
 type dynamoCall struct {
-	TableName     string
-	IndexName     string
+	itemRequest
 	RequestItems  map[string]json.RawMessage
-	TransactItems []map[string]struct{ TableName string }
+	TransactItems []map[string]itemRequest
 	StreamArn     string
 	ShardIterator string
 	ResourceArn   string
@@ -52,7 +55,8 @@ func (c *call) dynamoDB() {
 
 // dynamoNeeds lists every action and resource the call touches, as IAM
 // authorizes it: a table or index ARN, each table of a batch, each item of
-// a transaction by its own action, a stream's ARN.
+// a transaction by its own action, a stream's ARN; item calls with the
+// condition keys fine-grained grants read (conditionKeys).
 func (c *call) dynamoNeeds(in dynamoCall) []need {
 	action := "dynamodb:" + c.op.op
 	switch c.op.op {
@@ -64,7 +68,7 @@ func (c *call) dynamoNeeds(in dynamoCall) []need {
 		sort.Strings(tables)
 		out := make([]need, 0, len(tables))
 		for _, t := range tables {
-			out = append(out, need{action, tableARN(t)})
+			out = append(out, need{action, tableARN(t), conditionKeys(c.op.op, batchRequest(c.op.op, in.RequestItems[t]))})
 		}
 		return out
 	case "TransactWriteItems", "TransactGetItems":
@@ -72,27 +76,63 @@ func (c *call) dynamoNeeds(in dynamoCall) []need {
 		for _, item := range in.TransactItems {
 			for kind, part := range item {
 				if a, ok := transactActions[kind]; ok {
-					out = append(out, need{"dynamodb:" + a, tableARN(part.TableName)})
+					op := a
+					if kind == "Get" {
+						op = c.op.op // a Select of its own, as a read
+					}
+					out = append(out, need{"dynamodb:" + a, tableARN(part.TableName), conditionKeys(op, part)})
 				}
 			}
 		}
 		return out
 	case "ListTables", "ListStreams", "DescribeLimits", "DescribeEndpoints", "ListBackups", "ListGlobalTables":
-		return []need{{action, "*"}}
+		return []need{{action, "*", nil}}
 	case "DescribeStream", "GetShardIterator":
-		return []need{{action, streamARN(in.StreamArn)}}
+		return []need{{action, streamARN(in.StreamArn), nil}}
 	case "GetRecords":
-		return []need{{action, c.iteratorStream(in.ShardIterator)}}
+		return []need{{action, c.iteratorStream(in.ShardIterator), nil}}
+	}
+	var keys policy.Keys
+	if slices.Contains(itemCalls, c.op.op) {
+		keys = conditionKeys(c.op.op, in.itemRequest)
 	}
 	switch {
 	case in.TableName != "" && in.IndexName != "":
-		return []need{{action, tableARN(in.TableName) + "/index/" + in.IndexName}}
+		return []need{{action, tableARN(in.TableName) + "/index/" + in.IndexName, keys}}
 	case in.TableName != "":
-		return []need{{action, tableARN(in.TableName)}}
+		return []need{{action, tableARN(in.TableName), keys}}
 	case in.ResourceArn != "":
-		return []need{{action, in.ResourceArn}}
+		return []need{{action, in.ResourceArn, nil}}
 	}
-	return []need{{action, "*"}}
+	return []need{{action, "*", nil}}
+}
+
+// itemCalls are the calls on one table's items.
+var itemCalls = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"}
+
+// batchRequest merges what a batch asks of one table into one request:
+// BatchGetItem's keys and projection, BatchWriteItem's items and keys.
+func batchRequest(op string, raw json.RawMessage) itemRequest {
+	var in itemRequest
+	if op == "BatchGetItem" {
+		_ = json.Unmarshal(raw, &in)
+		return in
+	}
+	var writes []struct {
+		PutRequest    *struct{ Item map[string]json.RawMessage }
+		DeleteRequest *struct{ Key map[string]json.RawMessage }
+	}
+	_ = json.Unmarshal(raw, &writes)
+	in.Item = map[string]json.RawMessage{}
+	for _, w := range writes {
+		switch {
+		case w.PutRequest != nil:
+			maps.Copy(in.Item, w.PutRequest.Item)
+		case w.DeleteRequest != nil:
+			maps.Copy(in.Item, w.DeleteRequest.Key)
+		}
+	}
+	return in
 }
 
 // tableARN is the ARN of a table named by name or by ARN.

@@ -31,7 +31,7 @@ func (c *call) firehose() {
 		c.fail(http.StatusBadRequest, "UnknownOperationException", c.op.name+" is not served by the local AWS endpoint (Firehose: PutRecord, PutRecordBatch)")
 		return
 	}
-	if !c.decode(&in) || !c.allowed(need{c.op.name, DeliveryStreamARN(in.DeliveryStreamName)}) {
+	if !c.decode(&in) || !c.allowed(need{action: c.op.name, resource: DeliveryStreamARN(in.DeliveryStreamName)}) {
 		return
 	}
 	if c.opts.Firehose == nil {

@@ -47,7 +47,7 @@ const (
 // alone).
 func (c *call) lambda() {
 	function := functionName(c.op.target)
-	if !c.allowed(need{"lambda:InvokeFunction", FunctionARN(function)}) {
+	if !c.allowed(need{action: "lambda:InvokeFunction", resource: FunctionARN(function)}) {
 		return
 	}
 	kind := c.r.Header.Get("X-Amz-Invocation-Type")

@@ -86,7 +86,7 @@ func (c *call) secretsManager() {
 			resource = "arn:aws:secretsmanager:" + Region + ":" + AccountID + ":secret:" + in.SecretID
 		}
 	}
-	if !c.allowed(need{c.op.name, resource}) {
+	if !c.allowed(need{action: c.op.name, resource: resource}) {
 		return
 	}
 	if !found {

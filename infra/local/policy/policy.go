@@ -32,11 +32,13 @@ func (d Decision) String() string {
 }
 
 // Decide evaluates action (service:Operation) on resource (an ARN, or "*"
-// for actions that name none).
-func (p Policy) Decide(action, resource string) Decision {
+// for actions that name none) with the call's condition keys (nil when it
+// has none): a statement applies when its action, resource and every
+// condition match.
+func (p Policy) Decide(action, resource string, keys Keys) Decision {
 	d := ImplicitDeny
 	for _, s := range p {
-		if !s.matches(action, resource) {
+		if !s.matches(action, resource) || !s.holds(keys) {
 			continue
 		}
 		switch {
@@ -49,10 +51,19 @@ func (p Policy) Decide(action, resource string) Decision {
 	return d
 }
 
-// Allows reports whether the policy allows action on resource: an Allow
-// statement matches both and no Deny statement does.
-func (p Policy) Allows(action, resource string) bool {
-	return p.Decide(action, resource) == Allow
+// Allows reports whether the policy allows action on resource with keys:
+// an Allow statement applies and no Deny statement does.
+func (p Policy) Allows(action, resource string, keys Keys) bool {
+	return p.Decide(action, resource, keys) == Allow
+}
+
+func (s Statement) holds(keys Keys) bool {
+	for _, c := range s.Conditions {
+		if !c.holds(keys) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s Statement) matches(action, resource string) bool {

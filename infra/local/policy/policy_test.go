@@ -55,10 +55,10 @@ func TestAPolicyAllowsOnlyWhatAnAllowStatementMatchesAndNoDenyDoes(t *testing.T)
 			"arn:aws:secretsmanager:us-east-1:000000000000:secret:rally-cursor-AbC123", policy.ImplicitDeny},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := scoresRole.Decide(c.action, c.resource); got != c.want {
+			if got := scoresRole.Decide(c.action, c.resource, nil); got != c.want {
 				t.Errorf("%s on %s: %s, want %s", c.action, c.resource, got, c.want)
 			}
-			if got := scoresRole.Allows(c.action, c.resource); got != (c.want == policy.Allow) {
+			if got := scoresRole.Allows(c.action, c.resource, nil); got != (c.want == policy.Allow) {
 				t.Errorf("Allows(%s, %s) = %v", c.action, c.resource, got)
 			}
 		})
@@ -66,11 +66,11 @@ func TestAPolicyAllowsOnlyWhatAnAllowStatementMatchesAndNoDenyDoes(t *testing.T)
 }
 
 func TestAnEmptyPolicyAllowsNothing(t *testing.T) {
-	if (policy.Policy{}).Allows("dynamodb:GetItem", table+"Scores") {
+	if (policy.Policy{}).Allows("dynamodb:GetItem", table+"Scores", nil) {
 		t.Error("a role with no statements was allowed a read")
 	}
 	noResources := policy.Policy{{Effect: "Allow", Actions: []string{"*"}}}
-	if noResources.Allows("dynamodb:GetItem", table+"Scores") {
+	if noResources.Allows("dynamodb:GetItem", table+"Scores", nil) {
 		t.Error("a statement with no resources allowed a read")
 	}
 }
@@ -98,5 +98,114 @@ func TestWildcardsMatchAcrossSlashesAndColonsAndBacktrack(t *testing.T) {
 		if got := policy.Match(c.pattern, c.value); got != c.want {
 			t.Errorf("Match(%q, %q) = %v, want %v", c.pattern, c.value, got, c.want)
 		}
+	}
+}
+
+// secretsOnly is shaped like the analytics shipper's grant on Players: two
+// item actions, only on the key and one attribute, reads projecting them
+// and updates returning nothing else.
+var secretsOnly = policy.Policy{{
+	Effect: "Allow", Actions: []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, Resources: []string{table + "Players"},
+	Conditions: []policy.Condition{
+		{Operator: "ForAllValues:StringEquals", Key: "dynamodb:Attributes", Values: []string{"player_id", "analytics_secret"}},
+		{Operator: "StringEqualsIfExists", Key: "dynamodb:Select", Values: []string{"SPECIFIC_ATTRIBUTES"}},
+		{Operator: "StringEqualsIfExists", Key: "dynamodb:ReturnValues", Values: []string{"NONE", "UPDATED_OLD", "UPDATED_NEW"}},
+	},
+}}
+
+func TestAStatementAppliesOnlyWhereItsConditionsHold(t *testing.T) {
+	attrs := func(names ...string) []string { return names }
+	for _, c := range []struct {
+		name   string
+		action string
+		keys   policy.Keys
+		want   policy.Decision
+	}{
+		{"a read projecting the granted attribute", "dynamodb:GetItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret"), "dynamodb:Select": {"SPECIFIC_ATTRIBUTES"}}, policy.Allow},
+		{"a read projecting another attribute too", "dynamodb:GetItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret", "region"), "dynamodb:Select": {"SPECIFIC_ATTRIBUTES"}}, policy.ImplicitDeny},
+		{"a read of the whole item", "dynamodb:GetItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id"), "dynamodb:Select": {"ALL_ATTRIBUTES"}}, policy.ImplicitDeny},
+		{"an update of the granted attribute", "dynamodb:UpdateItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret")}, policy.Allow},
+		{"an update returning what it left", "dynamodb:UpdateItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret"), "dynamodb:ReturnValues": {"UPDATED_OLD"}}, policy.Allow},
+		{"an update returning the whole item", "dynamodb:UpdateItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret"), "dynamodb:ReturnValues": {"ALL_NEW"}}, policy.ImplicitDeny},
+		{"an update of another attribute", "dynamodb:UpdateItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "display_name")}, policy.ImplicitDeny},
+		{"condition keys are case-insensitive, values not", "dynamodb:UpdateItem",
+			policy.Keys{"DynamoDB:attributes": attrs("player_id", "Analytics_Secret")}, policy.ImplicitDeny},
+		{"an action the statement does not name", "dynamodb:PutItem",
+			policy.Keys{"dynamodb:Attributes": attrs("player_id", "analytics_secret")}, policy.ImplicitDeny},
+		// IAM's own rule, which is why the grant pairs the attributes
+		// with Select: ForAllValues holds over no values at all.
+		{"a call without the keys", "dynamodb:GetItem", nil, policy.Allow},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := secretsOnly.Decide(c.action, table+"Players", c.keys); got != c.want {
+				t.Errorf("%s with %v: %s, want %s", c.action, c.keys, got, c.want)
+			}
+		})
+	}
+}
+
+func TestConditionOperators(t *testing.T) {
+	keys := policy.Keys{"dynamodb:Select": {"COUNT"}, "dynamodb:Attributes": {"a", "b"}}
+	for _, c := range []struct {
+		operator, key string
+		values        []string
+		want          bool
+	}{
+		{"StringEquals", "dynamodb:Select", []string{"SPECIFIC_ATTRIBUTES", "COUNT"}, true},
+		{"StringEquals", "dynamodb:Select", []string{"count"}, false},
+		{"StringEqualsIgnoreCase", "dynamodb:Select", []string{"count"}, true},
+		{"StringNotEquals", "dynamodb:Select", []string{"COUNT"}, false},
+		{"StringNotEqualsIgnoreCase", "dynamodb:Select", []string{"count"}, false},
+		{"StringLike", "dynamodb:Select", []string{"CO*"}, true},
+		{"StringNotLike", "dynamodb:Select", []string{"ALL_*"}, true},
+		{"StringEquals", "dynamodb:ReturnValues", []string{"NONE"}, false},
+		{"StringEqualsIfExists", "dynamodb:ReturnValues", []string{"NONE"}, true},
+		{"ForAllValues:StringEquals", "dynamodb:Attributes", []string{"a"}, false},
+		{"ForAllValues:StringLike", "dynamodb:Attributes", []string{"a", "b*"}, true},
+		{"ForAnyValue:StringEquals", "dynamodb:Attributes", []string{"b", "z"}, true},
+		{"ForAnyValue:StringEquals", "dynamodb:ReturnValues", []string{"NONE"}, false},
+		{"ForAllValues:StringEquals", "dynamodb:ReturnValues", []string{"NONE"}, true},
+		{"Null", "dynamodb:ReturnValues", []string{"true"}, true},
+		{"Null", "dynamodb:Select", []string{"true"}, false},
+		{"Null", "dynamodb:Select", []string{"false"}, true},
+	} {
+		st := policy.Statement{Effect: "Allow", Actions: []string{"*"}, Resources: []string{"*"},
+			Conditions: []policy.Condition{{Operator: c.operator, Key: c.key, Values: c.values}}}
+		if err := st.Conditions[0].Check(); err != nil {
+			t.Errorf("%s on %s: %v", c.operator, c.key, err)
+		}
+		if got := (policy.Policy{st}).Allows("dynamodb:Query", table+"T", keys); got != c.want {
+			t.Errorf("%s %s %v with %v: %v, want %v", c.operator, c.key, c.values, keys, got, c.want)
+		}
+	}
+}
+
+// A condition the local stack cannot evaluate is refused, never dropped:
+// dropped, it would allow locally what AWS refuses.
+func TestAConditionThatCannotBeCheckedLocallyIsRefused(t *testing.T) {
+	for _, c := range []policy.Condition{
+		{Operator: "StringEquals", Key: "dynamodb:LeadingKeys", Values: []string{"alice"}},
+		{Operator: "StringEquals", Key: "aws:SourceVpce", Values: []string{"vpce-1"}},
+		{Operator: "NumericLessThan", Key: "dynamodb:Select", Values: []string{"1"}},
+		{Operator: "ForAllValues:Bool", Key: "dynamodb:Select", Values: []string{"true"}},
+		{Operator: "ForSomeValues:StringEquals", Key: "dynamodb:Attributes", Values: []string{"a"}},
+		{Operator: "NullIfExists", Key: "dynamodb:Select", Values: []string{"true"}},
+	} {
+		if err := c.Check(); err == nil {
+			t.Errorf("%s on %s was accepted", c.Operator, c.Key)
+		}
+	}
+	// Should one get through, it never allows.
+	st := policy.Statement{Effect: "Allow", Actions: []string{"*"}, Resources: []string{"*"},
+		Conditions: []policy.Condition{{Operator: "NumericLessThan", Key: "dynamodb:Select", Values: []string{"1"}}}}
+	if (policy.Policy{st}).Allows("dynamodb:Query", table+"T", policy.Keys{"dynamodb:Select": {"0"}}) {
+		t.Error("an unknown operator allowed a call")
 	}
 }

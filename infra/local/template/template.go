@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -379,7 +380,41 @@ func (r *resolver) statement(raw any) (policy.Statement, error) {
 	if st.Resources, err = r.strs(m["Resource"]); err != nil {
 		return st, fmt.Errorf("Resource: %w", err)
 	}
+	if st.Conditions, err = r.conditions(m["Condition"]); err != nil {
+		return st, fmt.Errorf("Condition: %w", err)
+	}
 	return st, nil
+}
+
+// conditions reads a statement's Condition block, refusing one the local
+// check cannot evaluate: dropped, it would allow what AWS refuses.
+func (r *resolver) conditions(raw any) ([]policy.Condition, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	block, ok := raw.(map[string]any)
+	if !ok {
+		return nil, errors.New("not an object")
+	}
+	var out []policy.Condition
+	for _, op := range slices.Sorted(maps.Keys(block)) {
+		keys, ok := block[op].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: not an object", op)
+		}
+		for _, key := range slices.Sorted(maps.Keys(keys)) {
+			values, err := r.strs(keys[key])
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", op, key, err)
+			}
+			c := policy.Condition{Operator: op, Key: key, Values: values}
+			if err := c.Check(); err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // attached reports whether a Roles list holds {"Ref": roleID}.

@@ -207,3 +207,73 @@ func TestAnUnresolvableVariableIsAnErrorNamingIt(t *testing.T) {
 		t.Fatalf("a variable importing another stack's value: %v, want an error naming the function and variable", err)
 	}
 }
+
+// A grant limited to some attributes keeps its Condition: the local check
+// allows reading and updating those attributes and the key, and nothing
+// wider.
+func TestAGrantOnSomeAttributesKeepsItsConditions(t *testing.T) {
+	fns := functions(t, synthesized)
+	const table = "arn:aws:dynamodb:us-east-1:000000000000:table/"
+	checked := 0
+	for _, name := range routes.Functions() {
+		uses, _ := routes.UsesOf(name)
+		for _, g := range uses.Grants {
+			whole := slices.ContainsFunc(append(uses.Reads, uses.Writes...), func(t schema.Table) bool { return t.Name == g.Table.Name })
+			if len(g.Attributes) == 0 || whole {
+				continue
+			}
+			checked++
+			role := policy.Policy(fns[name].Statements)
+			arn := table + "t-" + g.Table.Name
+			granted := append([]string{g.Table.PartitionKey.Name}, g.Attributes...)
+			for _, action := range g.Actions {
+				keys := policy.Keys{"dynamodb:Attributes": granted}
+				if action == "GetItem" {
+					keys["dynamodb:Select"] = []string{"SPECIFIC_ATTRIBUTES"}
+				}
+				if !role.Allows("dynamodb:"+action, arn, keys) {
+					t.Errorf("%s may not %s %v of %s: %+v", name, action, granted, g.Table.Name, fns[name].Statements)
+				}
+				keys["dynamodb:Attributes"] = append(slices.Clone(granted), "not_granted")
+				if role.Allows("dynamodb:"+action, arn, keys) {
+					t.Errorf("%s may %s an attribute of %s it was not granted", name, action, g.Table.Name)
+				}
+			}
+			if slices.Contains(g.Actions, "GetItem") && role.Allows("dynamodb:GetItem", arn, policy.Keys{
+				"dynamodb:Attributes": granted[:1], "dynamodb:Select": {"ALL_ATTRIBUTES"},
+			}) {
+				t.Errorf("%s may read whole items of %s", name, g.Table.Name)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no function has a grant on some attributes: nothing was checked")
+	}
+}
+
+// A Condition the local check cannot evaluate is an error naming it,
+// never dropped (dropped, the role would allow locally what AWS refuses).
+func TestAConditionTheLocalCheckCannotEvaluateIsAnError(t *testing.T) {
+	raw := mutate(t, func(resources map[string]any) {
+		role := functionResource(resources, "favorite-game")["Properties"].(map[string]any)["Role"]
+		for _, r := range resources {
+			res := r.(map[string]any)
+			if res["Type"] != "AWS::IAM::Policy" || !slices.ContainsFunc(res["Properties"].(map[string]any)["Roles"].([]any), func(x any) bool {
+				return template.LogicalID(x) == template.LogicalID(role)
+			}) {
+				continue
+			}
+			doc := res["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)
+			st := doc["Statement"].([]any)[0].(map[string]any)
+			st["Condition"] = map[string]any{"StringEquals": map[string]any{"aws:SourceVpce": "vpce-0123"}}
+		}
+	})
+	tpl, err := template.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tpl.Functions(local)
+	if err == nil || !strings.Contains(err.Error(), "favorite-game") || !strings.Contains(err.Error(), "aws:SourceVpce") {
+		t.Fatalf("a statement conditioned on aws:SourceVpce: %v, want an error naming the function and the key", err)
+	}
+}
