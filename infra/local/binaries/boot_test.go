@@ -309,6 +309,28 @@ func brokenEnvironments(t *testing.T, b *booted) {
 			t.Fatalf("favorite-game without RALLY_TABLE_REACTIONS: %v, want an init failure naming it", err)
 		}
 	})
+	t.Run("missing mapping grant", func(t *testing.T) {
+		// The role may no longer read its stream or park a failed batch:
+		// the pollers, which run the mappings as the function's role,
+		// refuse it as Lambda does.
+		fn := b.fns[routes.CounterProcessor.Function]
+		if err := fn.CheckMappings(); err != nil {
+			t.Fatalf("the counter processor as the template has it: %v", err)
+		}
+		for _, action := range []string{"dynamodb:GetRecords", "sqs:SendMessage"} {
+			without := fn
+			without.Statements = nil
+			for _, st := range fn.Statements {
+				st.Actions = slices.DeleteFunc(slices.Clone(st.Actions), func(a string) bool { return a == action })
+				if len(st.Actions) > 0 {
+					without.Statements = append(without.Statements, st)
+				}
+			}
+			if err := without.CheckMappings(); err == nil || !strings.Contains(err.Error(), action) {
+				t.Errorf("the counter processor without %s: %v, want an error naming it", action, err)
+			}
+		}
+	})
 	t.Run("missing grant", func(t *testing.T) {
 		// The role loses its grant on the Reactions table: the write is
 		// refused as IAM refuses it, and the sample fails.

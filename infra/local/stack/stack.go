@@ -568,6 +568,17 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
+	// The pollers stand in for the event source mappings, which Lambda
+	// runs with each function's role: a role that may not read its
+	// stream, its queue or send to its dead-letter queue stops the stack
+	// as it stops the mapping in AWS.
+	var denied []error
+	for _, fn := range fns {
+		denied = append(denied, fn.CheckMappings())
+	}
+	if err := errors.Join(denied...); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
 	// The binaries reach AWS through the local endpoint, each with its
 	// own credentials and its role's statements checked on every call.
 	if s.aws == nil {

@@ -62,6 +62,8 @@ type Function struct {
 	// Statements are what its role allows (and denies), resources as
 	// local ARNs.
 	Statements []policy.Statement
+	// Mappings are the event source mappings that invoke it.
+	Mappings []Mapping
 }
 
 // Secret is a Secrets Manager secret of the template.
@@ -306,6 +308,10 @@ func (r *resolver) function(name, id string) (Function, error) {
 			errs = append(errs, fmt.Errorf("template: %s: %w", name, err))
 		}
 		fn.Statements = st
+	}
+	var err error
+	if fn.Mappings, err = r.mappings(id); err != nil {
+		errs = append(errs, fmt.Errorf("template: %s: %w", name, err))
 	}
 	return fn, errors.Join(errs...)
 }

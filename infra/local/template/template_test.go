@@ -277,3 +277,68 @@ func TestAConditionTheLocalCheckCannotEvaluateIsAnError(t *testing.T) {
 		t.Fatalf("a statement conditioned on aws:SourceVpce: %v, want an error naming the function and the key", err)
 	}
 }
+
+// Each processor is invoked by a mapping from each stream it reads, with
+// its dead-letter queue as the on-failure destination, and the dlq-archiver
+// by one from each of those queues; each role allows what Lambda does with
+// it to run them.
+func TestEachMappingIsRunAsItsFunctionsRole(t *testing.T) {
+	fns := functions(t, synthesized)
+	const stream = "arn:aws:dynamodb:us-east-1:000000000000:table/"
+	dlqs := map[string]bool{}
+	for _, name := range routes.Functions() {
+		fn := fns[name]
+		if err := fn.CheckMappings(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		var want []string
+		for _, p := range routes.Processors() {
+			if p.Function == name {
+				want = append(want, stream+"t-"+p.Source.Name+"/stream/*")
+			}
+		}
+		var got []string
+		for _, m := range fn.Mappings {
+			if name == routes.DlqArchiver.Function {
+				continue
+			}
+			got = append(got, m.Source)
+			if !strings.HasPrefix(m.OnFailure, "arn:aws:sqs:us-east-1:000000000000:") {
+				t.Errorf("%s: mapping %s parks failed batches in %q, want a queue", name, m.LogicalID, m.OnFailure)
+			}
+			dlqs[m.OnFailure] = true
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if name != routes.DlqArchiver.Function && !slices.Equal(got, want) {
+			t.Errorf("%s is fed from %v, want %v", name, got, want)
+		}
+	}
+	var fed []string
+	for _, m := range fns[routes.DlqArchiver.Function].Mappings {
+		fed = append(fed, m.Source)
+	}
+	if len(fed) != len(dlqs) || slices.ContainsFunc(fed, func(q string) bool { return !dlqs[q] }) {
+		t.Errorf("the dlq-archiver is fed from %v, want the processors' queues %v", fed, dlqs)
+	}
+}
+
+// A role without a grant a mapping needs fails the check, naming the
+// action and the resource.
+func TestAMappingsMissingGrantIsNamed(t *testing.T) {
+	fn := functions(t, synthesized)[routes.CounterProcessor.Function]
+	for _, action := range []string{"dynamodb:GetRecords", "sqs:SendMessage", "dynamodb:ListStreams"} {
+		without := fn
+		without.Statements = nil
+		for _, st := range fn.Statements {
+			st.Actions = slices.DeleteFunc(slices.Clone(st.Actions), func(a string) bool { return a == action })
+			if len(st.Actions) > 0 {
+				without.Statements = append(without.Statements, st)
+			}
+		}
+		err := without.CheckMappings()
+		if err == nil || !strings.Contains(err.Error(), "counter-processor: its role may not "+action+" on ") {
+			t.Errorf("the counter processor's role without %s: %v, want an error naming it", action, err)
+		}
+	}
+}
