@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -75,7 +76,22 @@ type Options struct {
 type Gateway struct {
 	opts  Options
 	table []compiled
+
+	mu      sync.Mutex
+	refused []refusal // since the last Recheck, at most maxRefused
 }
+
+// refusal is a request the OpenAPI document refused, kept to be shown to
+// its handler later (Recheck).
+type refusal struct {
+	route  Route
+	event  events.APIGatewayV2HTTPRequest
+	fields []string
+}
+
+// maxRefused bounds the refusals kept between two Rechecks (make dev
+// never rechecks).
+const maxRefused = 1000
 
 type compiled struct {
 	route    Route
@@ -293,7 +309,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
 	if g.opts.ValidateRequests && g.admits(c.route.Route, ev) {
 		if err := openapi.ValidateRequest(r.Context(), c.route.Method, c.route.Path, ev); err != nil {
-			g.mismatch(w, c.route.Route, requestID, err)
+			g.mismatch(w, c.route, ev, err)
 			return
 		}
 	}
@@ -327,10 +343,11 @@ func (g *Gateway) admits(r routes.Route, ev events.APIGatewayV2HTTPRequest) bool
 	return err == nil
 }
 
-// mismatch refuses a request the OpenAPI document does not admit. The log
-// names the route and the fields, never their values (they may be user
-// ids).
-func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID string, err error) {
+// mismatch refuses a request the OpenAPI document does not admit, and
+// keeps it for Recheck. The log names the route and the fields, never
+// their values (they may be user ids).
+func (g *Gateway) mismatch(w http.ResponseWriter, route Route, ev events.APIGatewayV2HTTPRequest, err error) {
+	r, requestID := route.Route, ev.RequestContext.RequestID
 	var e *errs.Error
 	if !errors.As(err, &e) || e.Kind == errs.Internal {
 		// The document itself could not be read: the stack is broken, not
@@ -345,7 +362,46 @@ func (g *Gateway) mismatch(w http.ResponseWriter, r routes.Route, requestID stri
 	}
 	g.opts.Log.Warn("contract mismatch: the request breaks the OpenAPI document", "route", r.Key(),
 		"function", r.Function, "request_id", requestID, "status", api.ProblemFor(err).Status, "fields", fields)
+	g.mu.Lock()
+	if len(g.refused) < maxRefused {
+		g.refused = append(g.refused, refusal{route: route, event: ev, fields: fields})
+	}
+	g.mu.Unlock()
 	Problem(w, err)
+}
+
+// Mismatch is a request the OpenAPI document refused that its handler
+// serves: the deployed API, where API Gateway validates nothing, would
+// have served it, so the document promises less than the handler accepts.
+type Mismatch struct {
+	Route     string   // the route's key
+	RequestID string   // the refused request's
+	Fields    []string // what the document refused, as its 400 named them
+	Status    int      // what the handler answered
+}
+
+// Recheck hands every request the document refused since the last Recheck
+// to its route's handler, as API Gateway would have, and returns those the
+// handler served (2xx). A handler answering anything else agrees with the
+// document or cannot tell (a budget spent since, a caller refused), and
+// is not a mismatch. The handlers' answers go nowhere: call it when the
+// requests' effects no longer matter (a test's end).
+func (g *Gateway) Recheck(ctx context.Context) []Mismatch {
+	g.mu.Lock()
+	refused := g.refused
+	g.refused = nil
+	g.mu.Unlock()
+	var out []Mismatch
+	for _, r := range refused {
+		if r.route.Handler == nil {
+			continue
+		}
+		resp, err := invoke(context.WithoutCancel(ctx), r.route.Handler, r.event)
+		if err == nil && resp.StatusCode/100 == 2 {
+			out = append(out, Mismatch{Route: r.route.Key(), RequestID: r.event.RequestContext.RequestID, Fields: r.fields, Status: resp.StatusCode})
+		}
+	}
+	return out
 }
 
 func (g *Gateway) deny(w http.ResponseWriter, err error) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -113,5 +115,33 @@ func TestGatewayRefusesWhatTheDocumentRefusesAsTheHandlerWould(t *testing.T) {
 		if len(items.Items) > 0 {
 			t.Errorf("the refused requests wrote to %s: %v", table.Name, items.Items[0])
 		}
+	}
+}
+
+// A request the document refuses is shown to its handler when the test
+// ends (stacktest fails the test then): a handler that serves it reveals
+// a document promising less than the deployed API, where nothing
+// validates requests, accepts. A handler that refuses it too agrees.
+func TestARequestTheDocumentRefusesButItsHandlerServesIsAMismatch(t *testing.T) {
+	lenient := func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{}`}, nil
+	}
+	s := stacktest.Start(t, stack.Options{Handlers: map[string]api.Handler{routes.PutProfile.Function: lenient}})
+	c := apitest.New(t, s)
+	ctx := context.Background()
+	if got := s.ContractMismatches(ctx); len(got) != 0 {
+		t.Fatalf("mismatches before any request: %+v", got)
+	}
+	refused := c.Service("PUT", "/v1/players/alice/profile", map[string]any{"display_name": 5}).Expect(t, 400)
+	c.Service("PUT", "/v1/games/contract-game", map[string]any{"title": 42}).Expect(t, 400)
+	got := s.ContractMismatches(ctx)
+	if len(got) != 1 || got[0].Route != routes.PutProfile.Key() || got[0].Status != 200 ||
+		got[0].RequestID != refused.Header.Get("Apigw-Requestid") || !slices.ContainsFunc(got[0].Fields, func(f string) bool {
+		return strings.HasPrefix(f, "display_name: ")
+	}) {
+		t.Fatalf("mismatches %+v, want the profile the lenient handler serves, naming display_name", got)
+	}
+	if again := s.ContractMismatches(ctx); len(again) != 0 {
+		t.Errorf("the same requests were rechecked twice: %+v", again)
 	}
 }

@@ -205,6 +205,7 @@ type Stack struct {
 	iam       *authorizer.IAM
 	docs      *docs.Server
 	cors      *gateway.CORS
+	gw        *gateway.Gateway
 	delivery  *deliveryStream
 	archive   *deadletters.Archive
 	streams   streamread.Retained
@@ -322,6 +323,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.gw = gw
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := s.startPollers(runCtx); err != nil {
@@ -689,6 +691,14 @@ func (s *Stack) Bound() *app.Bound { return s.bound }
 // Access is what each function's calls have touched so far: tables and
 // indexes by action, streams, invocations, Redis.
 func (s *Stack) Access() *access.Recorder { return s.access }
+
+// ContractMismatches hands every request the OpenAPI document refused
+// since the last call to its handler, and returns those the handler
+// serves (gateway.Recheck): requests the deployed API serves but the
+// document refuses. Their effects are real: call it at a test's end.
+func (s *Stack) ContractMismatches(ctx context.Context) []gateway.Mismatch {
+	return s.gw.Recheck(ctx)
+}
 
 // AWS is the local AWS endpoint, nil unless Options.AWSEndpoint: give each
 // function binary its credentials with AddCaller and its URL as

@@ -6,6 +6,7 @@ package stacktest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,11 @@ import (
 // (shared/routes Uses, what the CDK stack grants): that call would be
 // refused in AWS. The gateway checks every request against the OpenAPI
 // document before its handler (stack.Options.SkipRequestValidation turns
-// that off), so a test's request the document refuses answers 400.
+// that off), so a test's request the document refuses answers 400; when
+// the test ends, each such request is shown to its handler, and the test
+// fails if the handler serves it (Stack.ContractMismatches): the deployed
+// API, which validates nothing, would have served what the document
+// refuses.
 func Start(t testing.TB, opts stack.Options) *stack.Stack {
 	t.Helper()
 	if opts.DynamoDBEndpoint == "" {
@@ -67,6 +72,13 @@ func Start(t testing.TB, opts stack.Options) *stack.Stack {
 		t.Fatalf("stacktest: start the local stack: %v", err)
 	}
 	t.Cleanup(func() {
+		// Before Close, which the handlers need.
+		recheck, done := context.WithTimeout(context.Background(), time.Minute)
+		for _, m := range s.ContractMismatches(recheck) {
+			t.Errorf("stacktest: contract mismatch: the OpenAPI document refused %s (request %s: %s), which its handler serves (%d)",
+				m.Route, m.RequestID, strings.Join(m.Fields, "; "), m.Status)
+		}
+		done()
 		if err := s.Close(); err != nil {
 			t.Errorf("stacktest: stop the local stack: %v", err)
 		}
