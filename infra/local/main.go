@@ -35,7 +35,12 @@ func main() {
 	validate := flag.Bool("validate", true, "check every request against the OpenAPI document before its handler (a mismatch answers 400 and is logged); -validate=false leaves it to the handlers, as in AWS")
 	bins := flag.Bool("binaries", false, "serve every route and processor through its real binary (built for the host, environment from the template), on the real clock")
 	stage := flag.String("stage", "dev", "with -binaries: the stage of the template (cdk.out/Rally-<stage>.template.json)")
+	instances := flag.Int("instances", 1, "with -binaries: instances of each function that may run at once (one starts warm, the others on demand); 1 queues concurrent requests for it")
 	flag.Parse()
+	if *instances < 1 {
+		fmt.Fprintln(os.Stderr, "rally: -instances must be at least 1")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -57,13 +62,14 @@ func main() {
 			fmt.Fprintln(os.Stderr, "rally:", err)
 			os.Exit(1)
 		}
+		opts.Binaries.Instances = *instances
 	}
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally:", explain(err))
 		os.Exit(1)
 	}
-	banner(os.Stdout, s, time.Since(started), *corsOrigins, *validate)
+	banner(os.Stdout, s, time.Since(started), *corsOrigins, *validate, *instances)
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills at once; children die with us
 	fmt.Fprintln(os.Stderr, "rally: stopping the local stack")
@@ -112,7 +118,7 @@ func explain(err error) string {
 	return err.Error()
 }
 
-func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string, validate bool) {
+func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string, validate bool, instances int) {
 	info := s.Info()
 	ddb := info.DynamoDBEndpoint + " (given endpoint)"
 	if info.DynamoDBPID != 0 {
@@ -144,7 +150,11 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string,
 	fmt.Fprintf(w, "  CORS         web games from %s\n", corsOrigins)
 	fmt.Fprintf(w, "  health       %s/_local/health   clock: %s/_local/clock   DLQ: %s/_local/dlq\n", info.URL, info.URL, info.URL)
 	if len(info.Inits) > 0 {
-		fmt.Fprintf(w, "  binaries     every function runs its real binary, one warm instance each, on the real clock (/_local/clock cannot move it); init ms:\n")
+		each := "one warm instance each (-instances=N runs up to N at once)"
+		if instances > 1 {
+			each = fmt.Sprintf("one warm instance each, up to %d at once", instances)
+		}
+		fmt.Fprintf(w, "  binaries     every function runs its real binary, %s, on the real clock (/_local/clock cannot move it); init ms:\n", each)
 		var line []string
 		for i, in := range info.Inits {
 			line = append(line, fmt.Sprintf("%s %d", in.Function, in.Took.Milliseconds()))

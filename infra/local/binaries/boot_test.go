@@ -93,7 +93,7 @@ func boot(t *testing.T) *booted {
 	// not allow fails its sample here (AccessDeniedException).
 	b.stack = stacktest.Start(t, stack.Options{
 		ServiceRoles: append(slices.Clone(stack.DefaultServiceRoles), sampleRoles...),
-		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins},
+		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins, Instances: instances},
 		Log:          b.log,
 	})
 	fns, err := b.tpl.Functions(b.stack.Endpoints().Local())
@@ -116,6 +116,7 @@ func TestEveryFunctionBootsFromTheTemplate(t *testing.T) {
 	}
 	logInits(t, inits)
 	t.Run("and serves the API through them", func(t *testing.T) { servesTheAPI(t, b) })
+	t.Run("and spreads concurrent requests over its instances", func(t *testing.T) { spreadsRequests(t, b) })
 	t.Run("and answers its samples", func(t *testing.T) { answersSamples(t, b) })
 	t.Run("but not with a broken environment", func(t *testing.T) { brokenEnvironments(t, b) })
 }
@@ -135,6 +136,41 @@ func servesTheAPI(t *testing.T, b *booted) {
 	api.Player("bianca", "GET", "/v1/games/binary-race/favorites/count", nil).Expect(t, http.StatusOK).JSON(t, &count)
 	if count.Count != 1 {
 		t.Errorf("favorites of binary-race: %d, want 1\n%s", count.Count, b.log.of("counter-processor"))
+	}
+}
+
+// instances is how many instances of each function the booted stack may
+// run at once (make dev ARGS="-binaries -instances=2").
+const instances = 2
+
+// Concurrent requests to one route, more than one instance takes at once,
+// are served by as many processes as the stack allows, and no more: one
+// warm, the others started for them.
+func spreadsRequests(t *testing.T, b *booted) {
+	pool, _ := b.stack.Binaries().Pool(routes.TopGames.Function)
+	if n := pool.Instances(); n != 1 {
+		t.Fatalf("%s runs %d instances before the requests, want the one started warm", routes.TopGames.Function, n)
+	}
+	api := apitest.New(t, b.stack)
+	var wg sync.WaitGroup
+	statuses := make([]int, 4*instances)
+	for i := range statuses {
+		wg.Go(func() {
+			r, err := api.Try(apitest.Call{Method: "GET", Path: "/v1/games/top", As: fmt.Sprintf("spread-%d", i)})
+			if err != nil {
+				t.Error(err)
+			}
+			statuses[i] = r.Status
+		})
+	}
+	wg.Wait()
+	for i, status := range statuses {
+		if status != http.StatusOK {
+			t.Errorf("request %d: status %d", i, status)
+		}
+	}
+	if n := pool.Instances(); n != instances {
+		t.Errorf("%d concurrent requests ran in %d instances of %s, want %d", len(statuses), n, routes.TopGames.Function, instances)
 	}
 }
 

@@ -271,6 +271,13 @@ func (p *Pool) start(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// Instances is how many instances are running (or starting).
+func (p *Pool) Instances() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.instances)
+}
+
 func (p *Pool) forget(inst *instance) {
 	p.mu.Lock()
 	delete(p.instances, inst)

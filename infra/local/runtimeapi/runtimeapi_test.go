@@ -229,8 +229,9 @@ func TestConcurrentInvocationsQueueForOneInstanceOrSpreadUpToTheLimit(t *testing
 	if len(pids) != 1 || took < 900*time.Millisecond {
 		t.Errorf("one instance: 3 invocations of 300ms ran in %d processes in %s, want 1 process, one after another", len(pids), took)
 	}
-	if pids, _ := run(fake(t, runtimeapi.Function{MaxInstances: 2}), 4); len(pids) != 2 {
-		t.Errorf("up to two instances: 4 concurrent invocations ran in %d processes, want 2", len(pids))
+	two := fake(t, runtimeapi.Function{MaxInstances: 2})
+	if pids, _ := run(two, 4); len(pids) != 2 || two.Instances() != 2 {
+		t.Errorf("up to two instances: 4 concurrent invocations ran in %d processes (%d running), want 2", len(pids), two.Instances())
 	}
 }
 

@@ -181,6 +181,11 @@ type Binaries struct {
 	// Built maps every function to its binary, built for the host
 	// (binaries.Build).
 	Built map[string]string
+	// Instances is how many instances of each function may run at once,
+	// as Lambda runs concurrent invocations each in an instance of its
+	// own; one is started warm, the others on demand (cold). Default 1:
+	// concurrent invocations queue for the one instance.
+	Instances int
 }
 
 // Stack is a running local stack.
@@ -559,7 +564,8 @@ func (s *Stack) startPollers(ctx context.Context) error {
 }
 
 // startBinaries starts one instance of every function's binary, two at a
-// time, with the environment the template gives it, pointed at this stack.
+// time, with the environment the template gives it, pointed at this stack;
+// more start on demand, up to Binaries.Instances each.
 func (s *Stack) startBinaries(ctx context.Context) error {
 	b := s.opts.Binaries
 	if b == nil {
@@ -598,7 +604,7 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 	}
 	if s.binaries, err = binaries.NewSet(binaries.Options{
 		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, ServiceRoles: local.ServiceRoles},
-		Region: Region, AccountID: authorizer.AccountID, Log: s.opts.Log,
+		Region: Region, AccountID: authorizer.AccountID, MaxInstances: b.Instances, Log: s.opts.Log,
 	}); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
