@@ -5,6 +5,14 @@
 // instance is killed and the next invocation starts a new one) and reports
 // how long init and each invocation took. It is what `make invoke` and
 // `make dev ARGS=-binaries` run the `bootstrap` binaries with.
+//
+// The AWS Lambda Runtime Interface Emulator resolves from the module proxy
+// and builds, but it is a command, not a library (its packages are
+// internal): a container's entrypoint running one instance with two ports
+// of its own, its init and invoke times only in its log, taking one
+// invocation at a time (a concurrent second one crashed it rather than
+// wait). The stack needs a pool of instances per function that queues,
+// kills an instance that times out and reports each init.
 package runtimeapi
 
 import (
