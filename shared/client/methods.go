@@ -36,6 +36,40 @@ func (c *Client) SubmitScore(ctx context.Context, id string, s ScoreSubmission, 
 	return &out, nil
 }
 
+// RemovePlayerScore takes a player's score (a cheater's) off the
+// leaderboard id, in period, or in every period when period is ""
+// (DELETE /v1/leaderboards/{leaderboard_id}/players/{player_id}). Their
+// matches stay recorded: resending one brings nothing back.
+func (c *Client) RemovePlayerScore(ctx context.Context, id, playerID, period string, opts ...CallOption) error {
+	var q url.Values
+	if period != "" {
+		q = url.Values{"period": {period}}
+	}
+	_, err := c.do(ctx, request{route: routes.RemovePlayerScore, args: []string{id, playerID}, query: q}, nil, opts)
+	return err
+}
+
+// BanPlayer bans a player from every leaderboard
+// (PUT /v1/ops/players/{player_id}/ban): their scores are hidden from
+// every read and their submissions refused, until UnbanPlayer.
+func (c *Client) BanPlayer(ctx context.Context, playerID string, opts ...CallOption) (*Ban, error) {
+	var out Ban
+	if _, err := c.do(ctx, request{route: routes.BanPlayer, args: []string{playerID}}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UnbanPlayer lifts a player's ban (DELETE /v1/ops/players/{player_id}/ban):
+// their scores are back where they rank.
+func (c *Client) UnbanPlayer(ctx context.Context, playerID string, opts ...CallOption) (*Ban, error) {
+	var out Ban
+	if _, err := c.do(ctx, request{route: routes.UnbanPlayer, args: []string{playerID}}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // PutProfile sets a player's display name, avatar and region
 // (PUT /v1/players/{player_id}/profile).
 func (c *Client) PutProfile(ctx context.Context, playerID string, p ProfileUpdate, opts ...CallOption) (*Profile, error) {

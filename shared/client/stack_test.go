@@ -227,6 +227,33 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		}
 	})
 
+	t.Run("cheaters", func(t *testing.T) {
+		// A third player cheats, is banned, unbanned and taken off.
+		if _, err := c.SubmitScore(ctx, board, client.ScoreSubmission{PlayerID: "cyd", MatchID: "m1", Score: 70}); err != nil {
+			t.Fatal(err)
+		}
+		ban, err := c.BanPlayer(ctx, "cyd")
+		if err != nil || !ban.Banned || ban.BannedAt == nil || ban.PlayerID != "cyd" {
+			t.Fatalf("ban %+v %v", ban, err)
+		}
+		_, err = c.SubmitScore(ctx, board, client.ScoreSubmission{PlayerID: "cyd", MatchID: "m9", Score: 40})
+		var e *client.Error
+		if !errors.As(err, &e) || e.Status != http.StatusForbidden {
+			t.Fatalf("a banned player's score: %v, want a 403", err)
+		}
+		if ban, err = c.UnbanPlayer(ctx, "cyd"); err != nil || ban.Banned || ban.BannedAt != nil {
+			t.Fatalf("unban %+v %v", ban, err)
+		}
+		if err := c.RemovePlayerScore(ctx, board, "cyd", ""); err != nil {
+			t.Fatal(err)
+		}
+		players.Player("reader", "GET", "/v1/leaderboards/"+board+"/players/cyd/rank", nil).Expect(t, 404)
+		err = c.RemovePlayerScore(ctx, board, "cyd", "2026-W47")
+		if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+			t.Fatalf("a period the board does not have: %v, want a 400", err)
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		mark := tr.mark()
 		_, err := c.SubmitScore(ctx, board, client.ScoreSubmission{PlayerID: "ann", Score: 1})

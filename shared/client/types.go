@@ -82,6 +82,9 @@ type LeaderboardDefinition struct {
 	Status   BoardStatus `json:"status,omitempty"`
 	MaxN     int         `json:"max_n,omitempty"`
 	Timezone string      `json:"timezone,omitempty"`
+	// Regional boards keep a view per player region beside the global
+	// board; fixed once the board exists.
+	Regional bool `json:"regional,omitempty"`
 }
 
 // Leaderboard is a stored definition.
@@ -96,12 +99,15 @@ type Leaderboard struct {
 	Status        BoardStatus `json:"status"`
 	MaxN          int         `json:"max_n"`
 	Timezone      string      `json:"timezone"`
+	Regional      bool        `json:"regional"`
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
 	// CurrentPeriod names the period scores go to now (2026-11-21,
 	// 2026-W47, 2026-11, or "all").
 	CurrentPeriod string `json:"current_period"`
-	// Total and Degraded come with reads of the definition.
+	// Region, Total and Degraded come with reads of the definition (Total
+	// of the Region's view when one was asked for).
+	Region   string `json:"region,omitempty"`
 	Total    *int64 `json:"total,omitempty"`
 	Degraded bool   `json:"degraded,omitempty"`
 
@@ -440,4 +446,12 @@ type RedriveResult struct {
 // redriven is the body of POST /v1/ops/dlq/redrive's answer.
 type redriven struct {
 	Results []RedriveResult `json:"results"`
+}
+
+// Ban is a player's ban from every leaderboard.
+type Ban struct {
+	PlayerID string `json:"player_id"`
+	Banned   bool   `json:"banned"`
+	// BannedAt is when the ban began; nil once it is lifted.
+	BannedAt *time.Time `json:"banned_at"`
 }
