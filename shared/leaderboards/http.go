@@ -452,6 +452,9 @@ func (a *API) RemovePlayerScore(ctx context.Context, r *api.Request) (api.Respon
 	if err := service(r); err != nil {
 		return api.Response{}, err
 	}
+	if err := r.NoBody(); err != nil {
+		return api.Response{}, err
+	}
 	var f errs.Fields
 	id := r.Path("leaderboard_id")
 	api.CheckID(&f, "leaderboard_id", id)
@@ -503,6 +506,9 @@ func (a *API) UnbanPlayer(ctx context.Context, r *api.Request) (api.Response, er
 
 func banTarget(r *api.Request) (string, error) {
 	if err := service(r); err != nil {
+		return "", err
+	}
+	if err := r.NoBody(); err != nil {
 		return "", err
 	}
 	var f errs.Fields
