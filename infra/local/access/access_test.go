@@ -51,11 +51,6 @@ var grantedForRarePaths = map[string]string{
 // parked. The scenario parks a Reactions batch; the same code reads any
 // stream by the ARN in the parked record, and every stream a processor
 // reads may have a batch parked.
-//
-// The analytics shipper's write grant on Players is for the per-user
-// analytics secret, which it uses here; when the secret moves to a table
-// of its own (it belongs apart from profiles), this scenario checks the
-// shipper's new grants like any other.
 const parkedOnly = "read only when a batch from this stream is parked (the scenario parks one from Reactions)"
 
 // Every function is granted exactly what it uses: the scenario drives
