@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/streaks"
 )
 
 // loadFor is how long the mixed load runs: 30 s (60 s under
@@ -34,29 +36,48 @@ func loadFor(t *testing.T) time.Duration {
 	return time.Duration(testenv.Scale(30, 60)) * time.Second
 }
 
+// Classes of caller: ordinary players, the game server submitting their
+// scores, and the two abusers.
+const (
+	ordinary      = "ordinary"
+	gameServer    = "service"
+	abusivePlayer = "abusive player"
+	abusiveIP     = "abusive IP"
+)
+
 // tally is what the load saw, by class of caller and of route.
 type tally struct {
-	mu        sync.Mutex
-	served    int
-	refused   map[string]int // by caller class
-	errors    []string
-	latencies map[string][]time.Duration // by route class
+	mu      sync.Mutex
+	sent    int
+	served  int
+	refused map[string]int // by caller class
+	failed  int            // responses ≥ 500
+	errors  []string
+	// latencies are by route class, of ordinary callers only (players and
+	// the game server): the abusers' answers are mostly quick 429s.
+	latencies map[string][]time.Duration
 }
 
 func (ty *tally) add(caller, route string, r apitest.Response, err error, took time.Duration) {
 	ty.mu.Lock()
 	defer ty.mu.Unlock()
+	ty.sent++
 	switch {
 	case err != nil:
 		ty.errors = append(ty.errors, fmt.Sprintf("%s (%s): %v", r.Request, caller, err))
 	case r.Status == 429:
 		ty.refused[caller]++
-	case r.Status >= 500 || (caller == "ordinary" && r.Status >= 400):
+	case r.Status >= 500 || (caller == ordinary && r.Status >= 400):
+		if r.Status >= 500 {
+			ty.failed++
+		}
 		ty.errors = append(ty.errors, fmt.Sprintf("%s (%s): %d %s", r.Request, caller, r.Status, r.Body))
 	default:
 		ty.served++
 	}
-	ty.latencies[route] = append(ty.latencies[route], took)
+	if caller == ordinary || caller == gameServer {
+		ty.latencies[route] = append(ty.latencies[route], took)
+	}
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -74,8 +95,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // and having scores submitted, beside one player flooding favorites and
 // one address flooding reads for many players; Redis is killed halfway
 // and restarted empty. Only the abusers are refused, nothing answers 5xx,
-// and afterwards every count, board entry and points balance equals the
-// model of what was accepted.
+// and afterwards every count, board entry and streak (points, current,
+// longest, last date) equals the model of what was accepted.
 func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing.T) {
 	redis := testenv.Redis(t)
 	// The per-IP budget is scaled to what this test can send from one
@@ -103,11 +124,13 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 		return r
 	}
 
-	// The model: each ordinary player's favorites, best score and points.
+	// The model: each ordinary player's favorites, best score, points and
+	// the dates they were active on.
 	var mu sync.Mutex
 	favs := map[string]map[string]bool{}
 	best := map[string]int{}
 	points := map[string]int64{}
+	active := map[string]map[string]bool{}
 	var wg sync.WaitGroup
 	for i := range players {
 		p, from := fmt.Sprintf("player-%03d", i), fmt.Sprintf("127.0.1.%d", 1+i%250)
@@ -121,7 +144,7 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 					if rng.IntN(3) == 0 {
 						method = "DELETE"
 					}
-					if r := call("ordinary", "write", apitest.Call{Method: method, Path: "/v1/favorites/" + game, As: p, From: from}); r.Status == 200 {
+					if r := call(ordinary, "write", apitest.Call{Method: method, Path: "/v1/favorites/" + game, As: p, From: from}); r.Status == 200 {
 						mu.Lock()
 						if favs[p] == nil {
 							favs[p] = map[string]bool{}
@@ -130,22 +153,27 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 						mu.Unlock()
 					}
 				case 2:
-					call("ordinary", "read", apitest.Call{Method: "GET", Path: "/v1/games/" + game + "/favorites/count", As: p, From: from})
+					call(ordinary, "read", apitest.Call{Method: "GET", Path: "/v1/games/" + game + "/favorites/count", As: p, From: from})
 				case 3:
 					var out struct {
-						Awarded int64 `json:"points_awarded"`
+						Awarded int64  `json:"points_awarded"`
+						Date    string `json:"activity_date"`
 					}
-					r := call("ordinary", "write", apitest.Call{Method: "POST", Path: "/v1/activity", As: p, From: from,
+					r := call(ordinary, "write", apitest.Call{Method: "POST", Path: "/v1/activity", As: p, From: from,
 						Header: map[string]string{"Idempotency-Key": fmt.Sprintf("lvl-%d", n)},
 						Body:   map[string]any{"event_type": "LEVEL_COMPLETED", "source": "mobile_app"}})
 					if r.Status == 200 && json.Unmarshal(r.Body, &out) == nil {
 						mu.Lock()
 						points[p] += out.Awarded
+						if active[p] == nil {
+							active[p] = map[string]bool{}
+						}
+						active[p][out.Date] = true
 						mu.Unlock()
 					}
 				case 4:
 					score := rng.IntN(10_000)
-					r := call("service", "service", apitest.Call{Method: "POST", Path: "/v1/leaderboards/brawl/scores", Service: true,
+					r := call(gameServer, "service", apitest.Call{Method: "POST", Path: "/v1/leaderboards/brawl/scores", Service: true,
 						Body: map[string]any{"player_id": p, "match_id": fmt.Sprintf("%s-%d", p, n), "score": score}})
 					if r.Status == 200 {
 						mu.Lock()
@@ -177,13 +205,13 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 	}
 	for w := range 8 {
 		wg.Go(func() {
-			for n := 0; w < 4 && flood("abusive player"); n++ {
-				call("abusive player", "write", apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/spam-%d-%d", w, n), As: "abuser", From: "127.0.2.1"})
+			for n := 0; w < 4 && flood(abusivePlayer); n++ {
+				call(abusivePlayer, "write", apitest.Call{Method: "POST", Path: fmt.Sprintf("/v1/favorites/spam-%d-%d", w, n), As: "abuser", From: "127.0.2.1"})
 			}
 		})
 		wg.Go(func() {
-			for n := 0; flood("abusive IP"); n++ {
-				call("abusive IP", "read", apitest.Call{Method: "GET", Path: "/v1/games/g0/favorites/count", As: fmt.Sprintf("bot-%d", n%50), From: "127.0.3.1"})
+			for n := 0; flood(abusiveIP); n++ {
+				call(abusiveIP, "read", apitest.Call{Method: "GET", Path: "/v1/games/g0/favorites/count", As: fmt.Sprintf("bot-%d", n%50), From: "127.0.3.1"})
 			}
 		})
 	}
@@ -202,23 +230,26 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 	})
 	wg.Wait()
 
+	t.Logf("%d requests sent, %d served in %v; 429s: %d to the abusive player, %d to the abusive IP, %d to ordinary callers (%d players, %d game server); %d responses >= 500",
+		ty.sent, ty.served, duration, ty.refused[abusivePlayer], ty.refused[abusiveIP],
+		ty.refused[ordinary]+ty.refused[gameServer], ty.refused[ordinary], ty.refused[gameServer], ty.failed)
+	for _, route := range []string{"read", "write", "service"} {
+		ds := ty.latencies[route]
+		t.Logf("ordinary %-7s p50 %v p99 %v over %d requests", route, percentile(ds, .5).Round(time.Millisecond), percentile(ds, .99).Round(time.Millisecond), len(ds))
+	}
 	for _, e := range ty.errors[:min(len(ty.errors), 20)] {
 		t.Error(e)
 	}
 	if len(ty.errors) > 0 {
-		t.Fatalf("%d requests failed", len(ty.errors))
+		t.Fatalf("%d requests failed (%d answered >= 500)", len(ty.errors), ty.failed)
 	}
-	for _, abuser := range []string{"abusive player", "abusive IP"} {
+	for _, abuser := range []string{abusivePlayer, abusiveIP} {
 		if ty.refused[abuser] == 0 {
 			t.Errorf("the %s was never refused", abuser)
 		}
 	}
-	t.Logf("%d requests served in %v; 429s: %v", ty.served, duration, ty.refused)
-	for _, route := range []string{"read", "write", "service"} {
-		t.Logf("%-7s p50 %v p99 %v over %d requests", route, percentile(ty.latencies[route], .5), percentile(ty.latencies[route], .99), len(ty.latencies[route]))
-	}
 
-	// Afterwards every count, board entry and balance equals the model,
+	// Afterwards every count, board entry and streak equals the model,
 	// read from addresses of their own: the audit is not under the per-IP
 	// budget this test sets.
 	audits := 0
@@ -258,24 +289,56 @@ func TestAbusersAreLimitedAndEveryoneElseIsServedThroughARedisRestart(t *testing
 		} `json:"entries"`
 	}
 	audit(apitest.Call{Method: "GET", Path: "/v1/leaderboards/brawl/top?n=1000", As: "auditor"}).Expect(t, 200).JSON(t, &top)
+	differ := 0
 	if len(top.Entries) != len(best) {
+		differ++
 		t.Errorf("the board has %d players, the model %d", len(top.Entries), len(best))
 	}
 	for _, e := range top.Entries {
 		if best[e.PlayerID] != e.Score {
+			differ++
 			t.Errorf("%s: board says %d, model %d", e.PlayerID, e.Score, best[e.PlayerID])
 		}
 	}
 	for p, want := range points {
 		var out struct {
-			Total int64 `json:"total_points"`
+			Total   int64   `json:"total_points"`
+			Current int64   `json:"current_streak"`
+			Longest int64   `json:"longest_streak"`
+			Last    *string `json:"last_activity_date"`
 		}
 		audit(apitest.Call{Method: "GET", Path: "/v1/users/" + p + "/streak", As: p}).Expect(t, 200).JSON(t, &out)
-		if out.Total != want {
-			t.Errorf("%s: %d points, model %d", p, out.Total, want)
+		last, current, longest := streakOf(active[p])
+		var got string
+		if out.Last != nil {
+			got = *out.Last
+		}
+		if out.Total != want || out.Current != current || out.Longest != longest || got != last {
+			differ++
+			t.Errorf("%s: %d points, streak %d (longest %d), last active %q; model %d points, streak %d (longest %d), last active %q",
+				p, out.Total, out.Current, out.Longest, got, want, current, longest, last)
 		}
 	}
-	if ty.refused["ordinary"]+ty.refused["service"] > 0 {
+	t.Logf("model check: %d favorite counts, %d board entries and %d streaks (points, current, longest, last date) compared; %d differ",
+		len(games), len(best), len(points), differ)
+	if ty.refused[ordinary]+ty.refused[gameServer] > 0 {
 		t.Errorf("ordinary callers were refused: %v", ty.refused)
 	}
+}
+
+// streakOf is the model of a streak read moments after the activity on
+// dates (a set of local dates, all in one zone): the last date, the run of
+// consecutive days ending there, and the longest run.
+func streakOf(dates map[string]bool) (last string, current, longest int64) {
+	days := slices.Sorted(maps.Keys(dates))
+	for i, d := range days {
+		if i > 0 && streaks.AddDays(days[i-1], 1) == d {
+			current++
+		} else {
+			current = 1
+		}
+		longest = max(longest, current)
+		last = d
+	}
+	return last, current, longest
 }
