@@ -133,6 +133,59 @@ func TestAFloodIsLimitedWhileRedisIsDown(t *testing.T) {
 	}
 }
 
+// A burst straddling a wall-clock minute edge gets the budget once, plus
+// what GCRA earns back while it lasts: there is no window that starts
+// afresh at the edge, with Redis up and, in process, with Redis stopped.
+func TestABurstAcrossAMinuteEdgeGetsTheBudgetOnce(t *testing.T) {
+	t.Parallel()
+	for _, redisDown := range []bool{false, true} {
+		t.Run(map[bool]string{false: "redis up", true: "redis stopped"}[redisDown], func(t *testing.T) {
+			t.Parallel()
+			redis := testenv.Redis(t)
+			s := stacktest.Start(t, stack.Options{RedisURL: redis.URL()})
+			c := apitest.New(t, s)
+			if redisDown {
+				redis.Stop()
+			}
+			budget := routes.FavoriteBudget.PerMinute
+			every := time.Minute / time.Duration(budget)
+			// The burst starts shortly before the next edge far enough
+			// ahead, and runs on past it long enough to spend a whole
+			// budget again if the edge gave one.
+			const lead, trail = 1500 * time.Millisecond, 3500 * time.Millisecond
+			edge := time.Now().Add(lead + time.Second).Truncate(time.Minute).Add(time.Minute)
+			time.Sleep(time.Until(edge.Add(-lead))) // waiting for the instant under test
+			start := time.Now()
+			before, after, refused := 0, 0, 0
+			for i := 0; time.Now().Before(edge.Add(trail)); i++ {
+				switch r := favorite(c, "edger", fmt.Sprintf("g%d", i)); r.Status {
+				case 200:
+					if time.Now().Before(edge) {
+						before++
+					} else {
+						after++
+					}
+				case 429:
+					retryAfter(t, r)
+					refused++
+				default:
+					t.Fatalf("%s: %d %s", r.Request, r.Status, r.Body)
+				}
+			}
+			took := time.Since(start)
+			earned := int(took / every)
+			t.Logf("%d accepted (%d before the edge at %s, %d after), %d refused in %v; budget %d, %d earned back",
+				before+after, before, edge.Format("15:04:05"), after, refused, took.Round(time.Millisecond), budget, earned)
+			if before+after < budget || refused == 0 {
+				t.Fatalf("the burst did not spend the budget: %d accepted, %d refused", before+after, refused)
+			}
+			if before+after > budget+earned {
+				t.Fatalf("a burst across the minute edge got %d favorites in %v: more than the budget %d and the %d earned back", before+after, took, budget, earned)
+			}
+		})
+	}
+}
+
 // One address gets at most the per-IP budget however many players it
 // speaks for; another address is unaffected.
 func TestOneAddressGetsTheIPBudget(t *testing.T) {
