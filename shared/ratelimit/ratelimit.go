@@ -158,10 +158,11 @@ type localLimits struct {
 	mu       sync.Mutex
 	max      int
 	limiters map[string]*rate.Limiter
+	now      func() time.Time
 }
 
 func newLocalLimits(max int) *localLimits {
-	return &localLimits{max: max, limiters: map[string]*rate.Limiter{}}
+	return &localLimits{max: max, limiters: map[string]*rate.Limiter{}, now: time.Now}
 }
 
 func (ll *localLimits) allow(c Check) Decision {
@@ -176,7 +177,7 @@ func (ll *localLimits) allow(c Check) Decision {
 		lim = rate.NewLimiter(rate.Every(every), c.PerMinute)
 		ll.limiters[k] = lim
 	}
-	now := time.Now()
+	now := ll.now()
 	r := lim.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
 	if wait > 0 {
