@@ -8,7 +8,8 @@
 //
 //	stage             deployment name, lowercase (default "dev"); the stack is
 //	                  Rally-<stage>. Stages named prod* get deletion protection
-//	                  and retain their data when the stack is deleted.
+//	                  and retain their data when the stack is deleted;
+//	                  "local" is refused (the local stack's stage).
 //	jwtIssuer         https URL of an external OIDC issuer for player tokens;
 //	jwtAudience       its audience(s), comma-separated. Give both or neither:
 //	                  with neither, the stack creates a Cognito user pool.

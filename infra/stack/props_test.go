@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
 	"github.com/rallyhq/rally/infra/stack"
+	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -92,6 +93,11 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		name:   "stage not usable in resource names",
 		change: func(p *stack.Props) { p.Stage = "Prod_EU" },
 		want:   []string{`stage "Prod_EU"`},
+	}, {
+		// Its functions would start on the local stack's built-in keys.
+		name:   "the local stack's stage",
+		change: func(p *stack.Props) { p.Stage = config.LocalStage },
+		want:   []string{`stage "local" is the local stack's`},
 	}, {
 		name:   "issuer without audience",
 		change: func(p *stack.Props) { p.JWTIssuer = "https://auth.example.com/" },

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -69,7 +70,8 @@ const (
 type Props struct {
 	awscdk.StackProps
 	// Stage names the deployment (dev, staging, prod...): lowercase letters,
-	// digits and hyphens. It is passed to every function as RALLY_STAGE.
+	// digits and hyphens; not "local", the local stack's. It is passed to
+	// every function as RALLY_STAGE.
 	Stage string
 	// Protect turns on deletion protection and retains stateful resources
 	// (tables, user pool, secret, dead-letter queues, keys, logs) when the
@@ -283,6 +285,12 @@ func validate(p Props) error {
 		// The stage names the serverless cache, which allows only lowercase
 		// letters, digits and hyphens.
 		bad("stage %q must be 1-20 lowercase letters, digits or hyphens, starting with a letter", p.Stage)
+	}
+	if p.Stage == config.LocalStage {
+		// Every function runs as RALLY_STAGE: under the local stack's
+		// stage it would start on the built-in log and cursor keys and
+		// skip its service allow-list instead of refusing to start.
+		bad("stage %q is the local stack's; a deployment needs another name (e.g. dev)", p.Stage)
 	}
 	if p.RedisEngine != EngineValkey && p.RedisEngine != EngineRedis {
 		bad("redis engine %q must be %q or %q", p.RedisEngine, EngineValkey, EngineRedis)
