@@ -159,37 +159,15 @@ func processorSpecs(ps []routes.Processor) []spec {
 	return out
 }
 
-// unionUses is everything a or b uses; a table written by either is written.
+// unionUses is everything a or b uses: the calls of either, each
+// resource's actions joined.
 func unionUses(a, b routes.Uses) routes.Uses {
-	merge := func(x, y []schema.Table) []schema.Table {
-		out := append([]schema.Table{}, x...)
-		for _, t := range y {
-			if !slices.ContainsFunc(out, func(o schema.Table) bool { return o.Name == t.Name }) {
-				out = append(out, t)
-			}
-		}
-		return out
-	}
 	return routes.Uses{
-		Reads:     merge(a.Reads, b.Reads),
-		Writes:    merge(a.Writes, b.Writes),
-		Grants:    mergeGrants(a.Grants, b.Grants),
+		Calls:     routes.MergeCalls(append(slices.Clone(a.Calls), b.Calls...)),
 		Redis:     a.Redis || b.Redis,
 		Secrets:   a.Secrets || b.Secrets,
 		Analytics: a.Analytics || b.Analytics,
 	}
-}
-
-// mergeGrants is a's grants and b's on tables a grants nothing on: the
-// declarations of one function (once per stream) repeat the same grants.
-func mergeGrants(a, b []routes.Grant) []routes.Grant {
-	out := append([]routes.Grant{}, a...)
-	for _, g := range b {
-		if !slices.ContainsFunc(out, func(o routes.Grant) bool { return o.Table.Name == g.Table.Name }) {
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 func appendNew(list []string, s string) []string {
@@ -289,26 +267,13 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	if s.uses.Analytics {
 		env["RALLY_FIREHOSE_STREAM"] = props.Analytics.StreamName
 	}
-	writes := map[string]bool{}
-	for _, t := range s.uses.Writes {
-		writes[t.Name] = true
-	}
 	for _, t := range append(s.uses.Tables(), s.sources...) {
 		env[t.EnvVar()] = props.Data.Table(t).TableName()
 	}
 
 	fn := awslambda.NewFunction(scope, jsii.String("Function"), fp)
-	for _, t := range tablesOf(s.uses) {
-		// Exactly the actions of the declared class, on the table and its
-		// indexes (Grant adds <table ARN>/index/* when it has any).
-		actions := routes.TableReadActions
-		if writes[t.Name] {
-			actions = append(slices.Clone(actions), routes.TableWriteActions...)
-		}
-		props.Data.Table(t).Grant(fn, *jsii.Strings(actions...)...)
-	}
-	for _, g := range s.uses.Grants {
-		fn.AddToRolePolicy(grantStatement(props.Data.Table(g.Table), g))
+	for _, c := range routes.MergeCalls(s.uses.Calls) {
+		fn.AddToRolePolicy(callStatement(props.Data.Table(c.Table), c))
 	}
 	if s.uses.Secrets {
 		f.CursorSecret.GrantRead(fn, nil)
@@ -323,8 +288,6 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		"xray:PutTraceSegments/PutTelemetryRecords (active tracing), the EC2 network-interface actions "+
 		"Lambda needs for functions in the VPC, and dynamodb:ListStreams for stream processors. "+
 		"The stack tests assert no other action is granted on '*'.", "Resource::*")
-	suppress(role, "IAM5", "Functions may query every secondary index of a table they are granted; "+
-		"index ARNs are <table ARN>/index/<name>.", indexWildcard)
 	suppressServerless(fn, "LambdaDLQ", "No invocation of this function loses data without one: routes are invoked "+
 		"synchronously by API Gateway, stream processors by event source mappings whose failed batches go to the "+
 		"processor's dead-letter queue, the dlq-archiver by SQS (a failed message stays in its queue). The only "+
@@ -362,24 +325,25 @@ func processorNames(ps []routes.Processor) []string {
 	return out
 }
 
-// grantStatement allows exactly g's actions on its table (no index, no
-// stream) and, when g names attributes, only on those and the key: a read
-// must project them, an update may name no other.
-func grantStatement(table awsdynamodb.Table, g routes.Grant) awsiam.PolicyStatement {
-	actions := make([]string, len(g.Actions))
-	for i, a := range g.Actions {
-		actions[i] = "dynamodb:" + a
+// callStatement allows exactly c's actions on its table, or on the one
+// index it names (<table ARN>/index/<name>), and nothing on its stream;
+// when c names attributes, only on those and the key: a read must project
+// them, an update may name no other.
+func callStatement(table awsdynamodb.Table, c routes.Call) awsiam.PolicyStatement {
+	resource := table.TableArn()
+	if c.Index != "" {
+		resource = jsii.String(*table.TableArn() + "/index/" + c.Index)
 	}
 	st := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings(actions...),
-		Resources: &[]*string{table.TableArn()},
+		Actions:   jsii.Strings(c.Actions.IAM()...),
+		Resources: &[]*string{resource},
 	})
-	if len(g.Attributes) > 0 {
-		attrs := []string{g.Table.PartitionKey.Name}
-		if g.Table.SortKey != nil {
-			attrs = append(attrs, g.Table.SortKey.Name)
+	if len(c.Attributes) > 0 {
+		attrs := []string{c.Table.PartitionKey.Name}
+		if c.Table.SortKey != nil {
+			attrs = append(attrs, c.Table.SortKey.Name)
 		}
-		attrs = append(attrs, g.Attributes...)
+		attrs = append(attrs, c.Attributes...)
 		st.AddCondition(jsii.String("ForAllValues:StringEquals"), map[string]any{"dynamodb:Attributes": attrs})
 		st.AddCondition(jsii.String("StringEqualsIfExists"), map[string]any{
 			"dynamodb:Select":       "SPECIFIC_ATTRIBUTES",
@@ -387,20 +351,6 @@ func grantStatement(table awsdynamodb.Table, g routes.Grant) awsiam.PolicyStatem
 		})
 	}
 	return st
-}
-
-// tablesOf lists the tables u reads or writes whole, each once, writes
-// first (its Grants are granted apart).
-func tablesOf(u routes.Uses) []schema.Table {
-	seen := map[string]bool{}
-	var out []schema.Table
-	for _, t := range append(append([]schema.Table{}, u.Writes...), u.Reads...) {
-		if !seen[t.Name] {
-			seen[t.Name] = true
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // truncate cuts s to at most n characters (Lambda's description limit).

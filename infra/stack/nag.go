@@ -26,10 +26,6 @@ func suppressRule(construct any, id, reason string, appliesTo ...any) {
 	cdknag.NagSuppressions_AddResourceSuppressions(construct, &[]*cdknag.NagPackSuppression{s}, jsii.Bool(true))
 }
 
-// indexWildcard matches grants on a table's secondary indexes
-// (<table ARN>/index/*).
-var indexWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>\/index\/\*$/g`)}
-
 // versionWildcard matches lambda:InvokeFunction granted on a function's
 // versions and aliases (<function ARN>:*).
 var versionWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>:\*$/g`)}

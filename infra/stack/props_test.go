@@ -85,10 +85,22 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		name: "route using an undeclared table",
 		change: func(p *stack.Props) {
 			r := routes.PutGame
-			r.Uses.Writes = []schema.Table{{Name: "Unknown"}}
+			r.Uses.Calls = []routes.Call{routes.On(schema.Table{Name: "Unknown"}, routes.PutItem)}
 			p.Routes = []routes.Route{r}
 		},
 		want: []string{"put-game uses table Unknown, which is not declared"},
+	}, {
+		name: "calls the stack cannot grant",
+		change: func(p *stack.Props) {
+			r := routes.PutGame
+			r.Uses.Calls = []routes.Call{
+				routes.On(schema.Games, 0), routes.OnIndex(schema.Games, "by_title", routes.Query),
+				routes.OnIndex(schema.Reactions, schema.IndexReactionsByTime, routes.Query|routes.GetItem),
+			}
+			p.Routes = []routes.Route{r}
+		},
+		want: []string{"put-game calls nothing on Games", "put-game reads index by_title, which table Games does not declare",
+			"put-game calls GetItem|Query on index Reactions/index/by_time: an index takes Query and Scan only"},
 	}, {
 		name:   "stage not usable in resource names",
 		change: func(p *stack.Props) { p.Stage = "Prod_EU" },

@@ -339,6 +339,17 @@ func validate(p Props) error {
 				bad("function %s uses table %s, which is not declared in schema", fn, t.Name)
 			}
 		}
+		for _, c := range u.Calls {
+			switch t := declared[c.Table.Name]; {
+			case c.Actions == 0:
+				bad("function %s calls nothing on %s: declare the actions it calls", fn, c.Resource())
+			case c.Index == "":
+			case !slices.ContainsFunc(append(slices.Clone(t.LocalIndexes), t.GlobalIndexes...), func(i schema.Index) bool { return i.Name == c.Index }):
+				bad("function %s reads index %s, which table %s does not declare", fn, c.Index, c.Table.Name)
+			case c.Actions&^(routes.Query|routes.Scan) != 0:
+				bad("function %s calls %v on index %s: an index takes Query and Scan only", fn, c.Actions, c.Resource())
+			}
+		}
 	}
 	// A function serves one route, or reads one or more streams: a
 	// processor is declared once per stream it reads, all with the same

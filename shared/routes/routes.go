@@ -52,12 +52,10 @@ const (
 
 // Uses lists what a function touches; the CDK stack grants exactly this.
 type Uses struct {
-	Reads  []schema.Table
-	Writes []schema.Table // write implies read
-	// Grants are narrower than Reads and Writes: only some DynamoDB
-	// actions on a table, and optionally only some of its attributes.
-	Grants []Grant
-	Redis  bool
+	// Calls are the DynamoDB actions the function calls, on each table
+	// and on each index it reads.
+	Calls []Call
+	Redis bool
 	// Secrets is true when the function signs or verifies cursors.
 	Secrets bool
 	// Analytics is true when the function sends events to the analytics
@@ -74,27 +72,12 @@ type Uses struct {
 	Invokes bool
 }
 
-// Grant is a narrow use of a table: only Actions (DynamoDB API action
-// names, e.g. "GetItem"), and, when Attributes is set, only on those
-// attributes and the key (IAM fine-grained access: a read must name them in
-// its projection).
-type Grant struct {
-	Table      schema.Table
-	Actions    []string
-	Attributes []string
-}
-
-// Tables lists every table u touches, each once: writes, reads, then
-// grants.
+// Tables lists every table u calls, each once, in the order of Calls.
 func (u Uses) Tables() []schema.Table {
 	var out []schema.Table
-	all := append(append([]schema.Table{}, u.Writes...), u.Reads...)
-	for _, g := range u.Grants {
-		all = append(all, g.Table)
-	}
-	for _, t := range all {
-		if !slices.ContainsFunc(out, func(o schema.Table) bool { return o.Name == t.Name }) {
-			out = append(out, t)
+	for _, c := range u.Calls {
+		if !slices.ContainsFunc(out, func(o schema.Table) bool { return o.Name == c.Table.Name }) {
+			out = append(out, c.Table)
 		}
 	}
 	return out
@@ -170,11 +153,21 @@ type Processor struct {
 	Reserved int32
 }
 
-// reactionEdges are what a reaction write touches; reactionTables add the
-// Idempotency-Key records favorite-game and toggle-like keep.
+// Calls many functions make.
 var (
-	reactionTables = []schema.Table{schema.Reactions, schema.Idempotency}
-	reactionEdges  = []schema.Table{schema.Reactions}
+	// counterReads reads one item of Counters: a durable count or
+	// trending snapshot, a cache's generation (cachegen), a processor's
+	// watermark (freshness).
+	counterReads = On(schema.Counters, GetItem)
+	// edgeWrite sets one reaction edge.
+	edgeWrite = On(schema.Reactions, UpdateItem)
+	// idempotencyKeys claims an Idempotency-Key, stores its response, and
+	// releases the claim when the request fails.
+	idempotencyKeys = On(schema.Idempotency, PutItem|UpdateItem|DeleteItem)
+	// boardDefinition reads one leaderboard's definition.
+	boardDefinition = On(schema.Leaderboards, GetItem)
+	// byScore reads a board in rank order (the Redis-less reads).
+	byScore = OnIndex(schema.Scores, schema.IndexScoresByScore, Query)
 )
 
 // Favorites and likes.
@@ -182,69 +175,69 @@ var (
 	FavoriteGame = Route{
 		Method: "POST", Path: "/v1/favorites/{game_id}", Function: "favorite-game", Feature: Reactions, Auth: Player, Budget: FavoriteBudget,
 		Summary: "Favorite a game",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Calls: []Call{edgeWrite, idempotencyKeys}, Redis: true},
 	}
 	UnfavoriteGame = Route{
 		Method: "DELETE", Path: "/v1/favorites/{game_id}", Function: "unfavorite-game", Feature: Reactions, Auth: Player, Budget: FavoriteBudget,
 		Summary: "Remove a game from the caller's favorites",
-		Uses:    Uses{Writes: reactionEdges, Redis: true},
+		Uses:    Uses{Calls: []Call{edgeWrite}, Redis: true},
 	}
 	ListFavorites = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "A user's favorite games, newest first",
-		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Games}, Secrets: true},
+		Uses:    Uses{Calls: []Call{OnIndex(schema.Reactions, schema.IndexReactionsByTime, Query), On(schema.Games, BatchGetItem)}, Secrets: true},
 	}
 	FavoriteStatus = Route{
 		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "Whether a user has favorited each of up to 100 games",
-		Uses:    Uses{Reads: []schema.Table{schema.Reactions, schema.Counters}, Redis: true},
+		Uses:    Uses{Calls: []Call{On(schema.Reactions, BatchGetItem), counterReads}, Redis: true},
 	}
 	CountFavorites = Route{
 		Method: "GET", Path: "/v1/games/{game_id}/favorites/count", Function: "count-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "How many players favorite a game",
-		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
+		Uses:    Uses{Calls: []Call{counterReads}, Redis: true},
 	}
 	TopGames = Route{
 		Method: "GET", Path: "/v1/games/top", Function: "top-games", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "Trending games by net favorites in a window",
-		Uses:    Uses{Reads: []schema.Table{schema.Counters, schema.Games}, Redis: true},
+		Uses:    Uses{Calls: []Call{counterReads, On(schema.Games, BatchGetItem)}, Redis: true},
 	}
 	PutGame = Route{
 		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Budget: ServiceBudget,
 		Summary: "Set a game's metadata",
-		Uses:    Uses{Writes: []schema.Table{schema.Games}},
+		Uses:    Uses{Calls: []Call{On(schema.Games, PutItem)}},
 	}
 	LikePost = Route{
 		Method: "PUT", Path: "/v1/posts/{post_id}/like", Function: "like-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Like a post",
-		Uses:    Uses{Writes: reactionEdges, Redis: true},
+		Uses:    Uses{Calls: []Call{edgeWrite}, Redis: true},
 	}
 	UnlikePost = Route{
 		Method: "DELETE", Path: "/v1/posts/{post_id}/like", Function: "unlike-post", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Remove the caller's like of a post",
-		Uses:    Uses{Writes: reactionEdges, Redis: true},
+		Uses:    Uses{Calls: []Call{edgeWrite}, Redis: true},
 	}
 	ToggleLike = Route{
 		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Flip the caller's like of a post",
-		Uses:    Uses{Writes: reactionTables, Redis: true},
+		Uses:    Uses{Calls: []Call{On(schema.Reactions, GetItem|UpdateItem), idempotencyKeys}, Redis: true},
 	}
 	CountLikes = Route{
 		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "How many players like a post",
-		Uses:    Uses{Reads: []schema.Table{schema.Counters}, Redis: true},
+		Uses:    Uses{Calls: []Call{counterReads}, Redis: true},
 	}
 )
 
-// boardReads are what a board read touches; top lists and friends ranks
-// also read Players (display names, friend lists).
+// Banning and unbanning find every score of the player (by the
+// by_player index and by the periods of their matches) and hide or restore
+// each with its member count, in DynamoDB and Redis.
 var (
-	boardReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Counters}
-	// A ban or an unban finds every score of the player and hides or
-	// restores it, in DynamoDB and Redis.
-	banUses    = Uses{Reads: []schema.Table{schema.Leaderboards, schema.ScoreEvents}, Writes: []schema.Table{schema.Scores}, Redis: true}
-	namedReads = []schema.Table{schema.Leaderboards, schema.Scores, schema.Players, schema.Counters}
-	playerData = []schema.Table{schema.Players}
+	scoresOfAPlayer = []Call{
+		On(schema.Leaderboards, Scan), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query), On(schema.ScoreEvents, Query),
+	}
+	banCalls   = append([]Call{On(schema.Scores, GetItem|UpdateItem)}, scoresOfAPlayer...)
+	unbanCalls = append([]Call{On(schema.Scores, GetItem|UpdateItem|DeleteItem)}, scoresOfAPlayer...)
 )
 
 // Leaderboards.
@@ -252,107 +245,116 @@ var (
 	PutLeaderboard = Route{
 		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Define or update a leaderboard",
-		Uses:    Uses{Writes: []schema.Table{schema.Leaderboards}},
+		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, UpdateItem)}},
 	}
 	ListLeaderboards = Route{
 		Method: "GET", Path: "/v1/leaderboards", Function: "list-leaderboards", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "Leaderboards by game and status",
-		Uses:    Uses{Reads: []schema.Table{schema.Leaderboards}, Secrets: true},
+		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, Scan)}, Secrets: true},
 	}
 	GetLeaderboard = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A leaderboard's definition, current period and size",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), counterReads}, Redis: true},
 	}
 	SubmitScore = Route{
 		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
-			Reads:  []schema.Table{schema.Leaderboards, schema.Counters, schema.Players},
-			Writes: []schema.Table{schema.Scores, schema.ScoreEvents},
-			Redis:  true,
+			Calls: []Call{
+				boardDefinition, counterReads, On(schema.Players, BatchGetItem), On(schema.ScoreEvents, PutItem),
+				// An unchanged score is checked, a regional score leaving
+				// its region's view deleted from it.
+				On(schema.Scores, GetItem|ConditionCheckItem|PutItem|UpdateItem|DeleteItem),
+			},
+			Redis: true,
 		},
 	}
 	RemovePlayerScore = Route{
 		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Remove a player's score from a board",
 		Uses: Uses{
-			Reads:  []schema.Table{schema.Leaderboards, schema.ScoreEvents},
-			Writes: []schema.Table{schema.Scores},
-			Redis:  true,
+			Calls: []Call{
+				boardDefinition, OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query), On(schema.ScoreEvents, Query),
+				// The score and its view deleted, each with its member count.
+				On(schema.Scores, GetItem|DeleteItem|UpdateItem),
+			},
+			Redis: true,
 		},
 	}
 	BanPlayer = Route{
 		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Ban a player from every leaderboard",
-		Uses:    banUses,
+		Uses:    Uses{Calls: banCalls, Redis: true},
 	}
 	UnbanPlayer = Route{
 		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
 		Summary: "Lift a player's ban",
-		Uses:    banUses,
+		Uses:    Uses{Calls: unbanCalls, Redis: true},
 	}
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "The best N players of a period",
-		Uses:    Uses{Reads: namedReads, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), byScore, On(schema.Players, BatchGetItem), counterReads}, Redis: true},
 	}
 	PlayerRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank, percentile and neighbours",
-		Uses:    Uses{Reads: boardReads, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, counterReads}, Redis: true},
 	}
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank among their friends",
-		Uses:    Uses{Reads: namedReads, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, BatchGetItem), On(schema.Players, GetItem), counterReads}, Redis: true},
 	}
 	PutFriends = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Budget: ServiceBudget,
 		Summary: "Replace a player's friend list",
-		Uses:    Uses{Writes: playerData},
+		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
 	PutProfile = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Budget: ServiceBudget,
 		Summary: "Set a player's display name, avatar and region",
-		Uses:    Uses{Writes: playerData},
+		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
 )
+
+// activityCalls are what recording an activity calls: the player's
+// region, their streak, the day and the event (a retry's stored answer),
+// and the cache's dirty keys when Redis missed the write.
+var activityCalls = []Call{
+	On(schema.Players, BatchGetItem), On(schema.Streaks, GetItem|UpdateItem), On(schema.Activity, GetItem|PutItem),
+	On(schema.Counters, UpdateItem|BatchWriteItem),
+}
 
 // Streaks and points.
 var (
 	RecordActivity = Route{
 		Method: "POST", Path: "/v1/activity", Function: "record-activity", Feature: Streaks, Auth: Player, Budget: ActivityBudget,
 		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
-		Uses: Uses{
-			Reads:  []schema.Table{schema.Players},
-			Writes: []schema.Table{schema.Streaks, schema.Activity, schema.Counters},
-			Redis:  true,
-		},
+		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
 	ReportActivity = Route{
 		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Budget: ServiceBudget,
 		Summary: "Record a player's match played or won, as the game server saw it: points, streak and the day's totals in one transaction",
-		Uses: Uses{
-			Reads:  []schema.Table{schema.Players},
-			Writes: []schema.Table{schema.Streaks, schema.Activity, schema.Counters},
-			Redis:  true,
-		},
+		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
 	GetStreak = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/streak", Function: "get-streak", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's streak as they see it today, and their points balance",
-		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
+		Uses:    Uses{Calls: []Call{On(schema.Streaks, GetItem), counterReads}, Redis: true},
 	}
 	PointsHistory = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/points/history", Function: "points-history", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "The caller's points per day, newest first",
-		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Activity}},
+		Uses:    Uses{Calls: []Call{On(schema.Streaks, GetItem), On(schema.Activity, Query)}},
 	}
 	StreaksTop = Route{
 		Method: "GET", Path: "/v1/streaks/top", Function: "streaks-top", Feature: Streaks, Auth: Player, Budget: ReadBudget,
 		Summary: "The longest live streaks, globally or in a region",
-		Uses:    Uses{Reads: []schema.Table{schema.Streaks, schema.Counters}, Redis: true},
+		Uses: Uses{Calls: []Call{
+			OnIndex(schema.Streaks, schema.IndexStreaksLive, Query), OnIndex(schema.Streaks, schema.IndexStreaksRegion, Query), counterReads,
+		}, Redis: true},
 	}
 )
 
@@ -364,9 +366,11 @@ var StreakProcessor = Processor{
 	Source:   schema.Streaks,
 	Summary:  "Keeps the streak cache and live-streak boards, takes broken streaks off, repairs what Redis lost",
 	Uses: Uses{
-		Reads:  []schema.Table{schema.Streaks},
-		Writes: []schema.Table{schema.Counters},
-		Redis:  true,
+		Calls: []Call{
+			On(schema.Streaks, GetItem|BatchGetItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
+			On(schema.Counters, GetItem|Query|UpdateItem|DeleteItem|BatchWriteItem),
+		},
+		Redis: true,
 	},
 	BatchSize:    500,
 	BatchWindow:  0,
@@ -387,22 +391,22 @@ var (
 	EraseUser = Route{
 		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player, Budget: ErasureBudget,
 		Summary: "Erase the caller and everything Rally holds about them",
-		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
 	}
 	EraseUserByService = Route{
 		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Erase a user and everything Rally holds about them",
-		Uses:    Uses{Writes: []schema.Table{schema.Erasures}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
 	}
 	ErasureStatus = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Player, Budget: ReadBudget,
 		Summary: "Whether the caller's erasure is still pending or complete",
-		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
 	}
 	ErasureStatusByService = Route{
 		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Whether a user's erasure is still pending or complete",
-		Uses:    Uses{Reads: []schema.Table{schema.Erasures}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
 	}
 )
 
@@ -415,14 +419,23 @@ var ErasureProcessor = Processor{
 	Source:   schema.Erasures,
 	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, Redis",
 	Uses: Uses{
-		Reads: []schema.Table{schema.Leaderboards},
-		Writes: []schema.Table{
-			schema.Erasures, schema.Reactions, schema.Counters, schema.Idempotency, schema.Scores,
-			schema.ScoreEvents, schema.Players, schema.Streaks, schema.Activity, schema.Accounts,
+		Calls: []Call{
+			On(schema.Erasures, GetItem|UpdateItem), OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
+			On(schema.Reactions, Query|DeleteItem),
+			// Besides its own records, it finishes a count intent the
+			// counter processor left (its markers).
+			On(schema.Counters, BatchGetItem|Query|PutItem|DeleteItem|BatchWriteItem),
+			On(schema.Idempotency, BatchWriteItem), OnIndex(schema.Idempotency, schema.IndexIdempotencyByOwner, Query),
+			On(schema.Leaderboards, Scan),
+			On(schema.Scores, GetItem|UpdateItem|DeleteItem), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query),
+			On(schema.ScoreEvents, Query|BatchWriteItem),
+			On(schema.Players, GetItem|Scan|UpdateItem|BatchWriteItem),
+			On(schema.Streaks, GetItem|BatchWriteItem), On(schema.Activity, Query|BatchWriteItem),
+			On(schema.Accounts, DeleteItem),
+			// It deletes a user's analytics secret and reads none.
+			On(schema.AnalyticsSecrets, DeleteItem),
 		},
-		// It deletes a user's analytics secret and reads none.
-		Grants: []Grant{{Table: schema.AnalyticsSecrets, Actions: []string{"DeleteItem"}}},
-		Redis:  true,
+		Redis: true,
 	},
 	BatchSize:    10,
 	BatchWindow:  0,
@@ -441,16 +454,18 @@ func analyticsShipper(source schema.Table) Processor {
 		Source:   source,
 		Summary:  "Maps domain changes to versioned analytics events and ships them to Firehose, each once",
 		Uses: Uses{
-			Reads:  []schema.Table{schema.Erasures},
-			Writes: []schema.Table{schema.AnalyticsSecrets, schema.Counters},
-			// Of Players it reads and removes only the analytics secret
-			// deployments kept there before AnalyticsSecrets, moving it
-			// over (analytics.Pseudonyms): never a profile or friend list.
-			Grants: []Grant{{
-				Table:      schema.Players,
-				Actions:    []string{"GetItem", "UpdateItem"},
-				Attributes: []string{schema.AttrAnalyticsSecret},
-			}},
+			Calls: []Call{
+				On(schema.AnalyticsSecrets, BatchGetItem|GetItem|PutItem),
+				// A secret is stored only while its user is not erased.
+				On(schema.Erasures, ConditionCheckItem),
+				// Which events it shipped.
+				On(schema.Counters, BatchGetItem|BatchWriteItem),
+				// Of Players it reads and removes only the analytics
+				// secret deployments kept there before AnalyticsSecrets,
+				// moving it over (analytics.Pseudonyms): never a profile
+				// or friend list.
+				{Table: schema.Players, Actions: GetItem | UpdateItem, Attributes: []string{schema.AttrAnalyticsSecret}},
+			},
 			Analytics: true,
 		},
 		// Firehose buffers anyway; large batches mean fewer PutRecordBatch calls.
@@ -480,9 +495,11 @@ var LeaderboardProcessor = Processor{
 	Source:   schema.Scores,
 	Summary:  "Applies score changes to Redis boards, versioned, and repairs boards Redis lost",
 	Uses: Uses{
-		Reads:  []schema.Table{schema.Leaderboards, schema.Scores},
-		Writes: []schema.Table{schema.Counters},
-		Redis:  true,
+		Calls: []Call{
+			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query),
+			On(schema.Counters, GetItem|Query|UpdateItem|DeleteItem|BatchWriteItem),
+		},
+		Redis: true,
 	},
 	// Submissions already write Redis; the stream makes it certain, with
 	// no batching window so the repair is never held back. (Windows are
@@ -504,7 +521,10 @@ var CounterProcessor = Processor{
 	Feature:  Reactions,
 	Source:   schema.Reactions,
 	Summary:  "Coalesces reaction changes into counts and trending buckets, exactly once",
-	Uses:     Uses{Writes: []schema.Table{schema.Counters}, Redis: true},
+	Uses: Uses{
+		Calls: []Call{On(schema.Counters, GetItem|BatchGetItem|Query|Scan|PutItem|UpdateItem|DeleteItem|BatchWriteItem)},
+		Redis: true,
+	},
 	// No batching window: Lambda takes whole seconds, and a one-second
 	// window alone would put a count's write → visible p95 past 300 ms.
 	// Each batch still collapses a hot target's changes into one write of
@@ -539,6 +559,10 @@ func All() []Route {
 // instance keeps their budgets in process.
 func (r Route) BudgetsInRedis() bool { return r.Auth == Player || r.Uses.Redis }
 
+// EdgeCalls are what the edge of every player route calls: it reads a
+// player's first-seen time and records it (shared/accounts).
+var EdgeCalls = []Call{On(schema.Accounts, GetItem|UpdateItem)}
+
 // withEdge adds to player routes what every function's edge uses before
 // the route's own work (shared/app's gate): Redis, where the budgets are
 // kept, and the Accounts table, where first-seen times are read and
@@ -552,7 +576,7 @@ func withEdge(rs ...Route) []Route {
 		}
 		rs[i].Uses.Redis = true
 		if r.Auth == Player {
-			rs[i].Uses.Writes = append(slices.Clone(r.Uses.Writes), schema.Accounts)
+			rs[i].Uses.Calls = append(slices.Clone(r.Uses.Calls), EdgeCalls...)
 		}
 	}
 	return rs
@@ -583,12 +607,13 @@ var (
 	ListDeadLetters = Route{
 		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "The batches stream processors parked, archived with their records",
-		Uses:    Uses{Reads: []schema.Table{schema.DeadLetters}},
+		Uses:    Uses{Calls: []Call{On(schema.DeadLetters, Query)}},
 	}
 	RedriveDeadLetters = Route{
 		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Replay parked batches through their processors; remove what applied",
-		Uses:    Uses{Writes: []schema.Table{schema.DeadLetters}, Processors: true, Invokes: true},
+		// A batch that fails again keeps its rest archived (PutItem).
+		Uses: Uses{Calls: []Call{On(schema.DeadLetters, Query|GetItem|PutItem|DeleteItem|BatchWriteItem)}, Processors: true, Invokes: true},
 	}
 )
 
@@ -598,19 +623,23 @@ var (
 		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Whether Redis and DynamoDB answer, how far behind each processor is, parked batches, running jobs, pending erasures and the last reconcile",
 		Uses: Uses{
-			Reads: []schema.Table{schema.Counters, schema.DeadLetters, schema.Jobs, schema.Erasures},
+			Calls: []Call{
+				counterReads, On(schema.DeadLetters, Query), On(schema.Jobs, GetItem),
+				OnIndex(schema.Jobs, schema.IndexJobsRunning, Query), OnIndex(schema.Jobs, schema.IndexJobsByKind, Query),
+				OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
+			},
 			Redis: true,
 		},
 	}
 	StartJob = Route{
 		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Start a rebuild, reconcile or recompute job",
-		Uses:    Uses{Reads: []schema.Table{schema.Leaderboards}, Writes: []schema.Table{schema.Jobs}},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Jobs, PutItem)}},
 	}
 	GetJob = Route{
 		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "A job's state, progress and findings",
-		Uses:    Uses{Reads: []schema.Table{schema.Jobs}},
+		Uses:    Uses{Calls: []Call{On(schema.Jobs, GetItem)}},
 	}
 )
 
@@ -623,9 +652,16 @@ var JobRunner = Processor{
 	Source:   schema.Jobs,
 	Summary:  "Runs rebuild, reconcile and recompute jobs across invocations, checkpointed and leased; starts the daily reconcile",
 	Uses: Uses{
-		Reads:  []schema.Table{schema.Reactions, schema.Leaderboards},
-		Writes: []schema.Table{schema.Jobs, schema.Counters, schema.Scores, schema.Streaks},
-		Redis:  true,
+		Calls: []Call{
+			// Its own jobs, and the last reconcile for the schedule.
+			On(schema.Jobs, GetItem|PutItem|UpdateItem),
+			OnIndex(schema.Jobs, schema.IndexJobsRunning, Query), OnIndex(schema.Jobs, schema.IndexJobsByKind, Query),
+			OnIndex(schema.Reactions, schema.IndexReactionsByTarget, Query|Scan), OnIndex(schema.Reactions, schema.IndexReactionsUntrended, Query),
+			On(schema.Counters, Query|Scan|UpdateItem),
+			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
+			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
+		},
+		Redis: true,
 	},
 	// One job per invocation is the usual case: a job's records come one
 	// checkpoint at a time.
@@ -656,7 +692,7 @@ var DlqArchiver = Consumer{
 	Feature:  Operations,
 	Summary:  "Archives each parked stream batch with its records, read from the stream while it holds them",
 	Uses: Uses{
-		Writes:     []schema.Table{schema.DeadLetters},
+		Calls:      []Call{On(schema.DeadLetters, Query|PutItem|BatchWriteItem)},
 		Streams:    streamTables(),
 		Processors: true,
 	},
@@ -684,9 +720,7 @@ func streamTables() []schema.Table {
 func UsesOf(function string) (u Uses, ok bool) {
 	add := func(v Uses) {
 		ok = true
-		u.Reads = append(u.Reads, v.Reads...)
-		u.Writes = append(u.Writes, v.Writes...)
-		u.Grants = append(u.Grants, v.Grants...)
+		u.Calls = MergeCalls(append(u.Calls, v.Calls...))
 		u.Streams = append(u.Streams, v.Streams...)
 		u.Redis = u.Redis || v.Redis
 		u.Secrets = u.Secrets || v.Secrets

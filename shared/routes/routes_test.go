@@ -192,16 +192,67 @@ func TestOnlyTheShipperAndTheErasureProcessorTouchAnalyticsSecrets(t *testing.T)
 	for _, c := range Consumers() {
 		check(c.Function, c.Uses)
 	}
-	for _, g := range ErasureProcessor.Uses.Grants {
-		if g.Table.Name == schema.AnalyticsSecrets.Name && (len(g.Actions) != 1 || g.Actions[0] != "DeleteItem") {
-			t.Errorf("the erasure processor may %v analytics secrets; it only deletes them", g.Actions)
+	for _, c := range ErasureProcessor.Uses.Calls {
+		if c.Table.Name == schema.AnalyticsSecrets.Name && c.Actions != DeleteItem {
+			t.Errorf("the erasure processor may %v analytics secrets; it only deletes them", c.Actions)
 		}
 	}
 	for _, p := range []Processor{AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity} {
-		for _, tb := range append(append([]schema.Table{}, p.Uses.Reads...), p.Uses.Writes...) {
-			if tb.Name == schema.Players.Name {
+		for _, c := range p.Uses.Calls {
+			if c.Table.Name == schema.Players.Name && !slices.Equal(c.Attributes, []string{schema.AttrAnalyticsSecret}) {
 				t.Errorf("the shipper reads whole Players items; it needs only the legacy secret")
 			}
 		}
+	}
+}
+
+// Every call names actions, on a declared index of its table if any, and
+// an index only Query and Scan: a grant the stack can build and IAM
+// evaluates.
+func TestEveryCallNamesItsActionsOnATableOrADeclaredIndex(t *testing.T) {
+	check := func(fn string, u Uses) {
+		for _, c := range u.Calls {
+			indexes := append(slices.Clone(c.Table.LocalIndexes), c.Table.GlobalIndexes...)
+			switch {
+			case c.Actions == 0:
+				t.Errorf("%s calls nothing on %s", fn, c.Resource())
+			case c.Index == "":
+			case !slices.ContainsFunc(indexes, func(i schema.Index) bool { return i.Name == c.Index }):
+				t.Errorf("%s reads index %s, which %s does not declare", fn, c.Index, c.Table.Name)
+			case c.Actions&^(Query|Scan) != 0:
+				t.Errorf("%s calls %v on index %s; an index takes Query and Scan only", fn, c.Actions, c.Resource())
+			}
+		}
+	}
+	for _, r := range All() {
+		check(r.Function, r.Uses)
+	}
+	for _, p := range Processors() {
+		check(p.Function, p.Uses)
+	}
+	for _, c := range Consumers() {
+		check(c.Function, c.Uses)
+	}
+}
+
+func TestActionsSpellTheirIAMNames(t *testing.T) {
+	a := GetItem | Query | BatchWriteItem
+	if got, want := a.IAM(), []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchWriteItem"}; !slices.Equal(got, want) {
+		t.Errorf("IAM() = %q, want %q", got, want)
+	}
+	if a.String() != "GetItem|Query|BatchWriteItem" {
+		t.Errorf("String() = %q", a.String())
+	}
+	for _, iam := range a.IAM() {
+		if a&ActionOf(iam) == 0 {
+			t.Errorf("ActionOf(%q) = %v", iam, ActionOf(iam))
+		}
+	}
+	if ActionOf("dynamodb:DescribeTable") != 0 || ActionOf("lambda:GetItem") != 0 {
+		t.Error("ActionOf names an action no table grant has")
+	}
+	merged := MergeCalls([]Call{On(schema.Games, GetItem), OnIndex(schema.Reactions, schema.IndexReactionsByTime, Query), On(schema.Games, PutItem)})
+	if len(merged) != 2 || merged[0].Actions != GetItem|PutItem || merged[1].Resource() != "Reactions/index/by_time" {
+		t.Errorf("MergeCalls = %+v", merged)
 	}
 }

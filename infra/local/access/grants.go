@@ -8,44 +8,11 @@ import (
 	"github.com/rallyhq/rally/shared/routes"
 )
 
-// Class is how a function may touch a table.
-type Class int
-
-// Classes: a write grant includes reading.
-const (
-	None Class = iota
-	Read
-	Write
-)
-
-func (c Class) String() string {
-	switch c {
-	case Read:
-		return "read"
-	case Write:
-		return "write"
-	}
-	return "none"
-}
-
-// classOf is the class of a table action, None for actions no table grant
-// includes.
-func classOf(action string) Class {
-	switch {
-	case slices.Contains(routes.TableReadActions, action):
-		return Read
-	case slices.Contains(routes.TableWriteActions, action):
-		return Write
-	}
-	return None
-}
-
 // Grant is what one function's declarations (routes.Uses) grant it.
 type Grant struct {
-	Tables map[string]Class
-	// Narrow are tables granted only some actions (routes.Grant), with
-	// those actions (dynamodb:GetItem, …).
-	Narrow  map[string][]string
+	// Calls are the DynamoDB actions granted on each resource: a table's
+	// declared name, or <table>/index/<name> (routes.Call.Resource).
+	Calls   map[string]routes.Action
 	Streams map[string]bool
 	Redis   bool
 	Invokes bool
@@ -59,18 +26,10 @@ func Grants() map[string]Grant {
 	add := func(fn string, u routes.Uses) {
 		g, ok := out[fn]
 		if !ok {
-			g = Grant{Tables: map[string]Class{}, Narrow: map[string][]string{}, Streams: map[string]bool{}}
+			g = Grant{Calls: map[string]routes.Action{}, Streams: map[string]bool{}}
 		}
-		for _, n := range u.Grants {
-			for _, a := range n.Actions {
-				g.Narrow[n.Table.Name] = append(g.Narrow[n.Table.Name], "dynamodb:"+a)
-			}
-		}
-		for _, t := range u.Reads {
-			g.Tables[t.Name] = max(g.Tables[t.Name], Read)
-		}
-		for _, t := range u.Writes {
-			g.Tables[t.Name] = Write
+		for _, c := range u.Calls {
+			g.Calls[c.Resource()] |= c.Actions
 		}
 		for _, t := range u.Streams {
 			g.Streams[t.Name] = true
@@ -95,6 +54,15 @@ func isProcessor(fn string) bool {
 	return slices.ContainsFunc(routes.Processors(), func(p routes.Processor) bool { return p.Function == fn })
 }
 
+// resource is what u's table action is on, as routes.Call.Resource names
+// it.
+func (u Use) resource() string {
+	if u.Index == "" {
+		return u.Table
+	}
+	return u.Table + "/index/" + u.Index
+}
+
 // Denied lists the uses the declarations do not grant, one line each: a
 // call that would fail with AccessDeniedException in AWS.
 func Denied(grants map[string]Grant, uses []Use) []string {
@@ -117,18 +85,10 @@ func Denied(grants map[string]Grant, uses []Use) []string {
 			if !g.Streams[u.Table] || !slices.Contains(routes.StreamReadActions, u.Action) {
 				why = fmt.Sprintf("it is granted %v on the streams of %v", routes.StreamReadActions, keys(g.Streams))
 			}
-		case g.Tables[u.Table] == None && len(g.Narrow[u.Table]) > 0:
-			if !slices.Contains(g.Narrow[u.Table], u.Action) {
-				why = fmt.Sprintf("it is granted only %v on %s", g.Narrow[u.Table], u.Table)
-			}
-		default:
-			need := classOf(u.Action)
-			switch have := g.Tables[u.Table]; {
-			case need == None:
-				why = "no table grant includes this action"
-			case have < need:
-				why = fmt.Sprintf("it is granted %s on %s, this needs %s", have, u.Table, need)
-			}
+		case routes.ActionOf(u.Action) == 0:
+			why = "no table grant includes this action"
+		case g.Calls[u.resource()]&routes.ActionOf(u.Action) == 0:
+			why = fmt.Sprintf("its Uses declare %s on %s", granted(g.Calls[u.resource()]), u.resource())
 		}
 		if why != "" {
 			out = append(out, u.String()+": "+why)
@@ -137,17 +97,24 @@ func Denied(grants map[string]Grant, uses []Use) []string {
 	return out
 }
 
+func granted(a routes.Action) string {
+	if a == 0 {
+		return "nothing"
+	}
+	return "only " + a.String()
+}
+
 // Unused lists what the declarations grant each function in functions but
 // its recorded uses never needed, one key each:
 //
-//	<function> uses <table>        granted the table, never touched it
-//	<function> writes <table>      granted writing, only read it
+//	<function> <action> on <table>             e.g. list-favorites BatchGetItem on Games
+//	<function> <action> on <table>/index/<name>
 //	<function> reads the <table> stream
 //	<function> uses Redis
 //	<function> invokes processors
 func Unused(grants map[string]Grant, uses []Use, functions []string) []string {
 	type seen struct {
-		tables  map[string]Class
+		calls   map[string]routes.Action
 		streams map[string]bool
 		redis   bool
 		invokes bool
@@ -156,7 +123,7 @@ func Unused(grants map[string]Grant, uses []Use, functions []string) []string {
 	for _, u := range uses {
 		s := by[u.Function]
 		if s == nil {
-			s = &seen{tables: map[string]Class{}, streams: map[string]bool{}}
+			s = &seen{calls: map[string]routes.Action{}, streams: map[string]bool{}}
 			by[u.Function] = s
 		}
 		switch {
@@ -167,7 +134,7 @@ func Unused(grants map[string]Grant, uses []Use, functions []string) []string {
 		case u.Stream:
 			s.streams[u.Table] = true
 		default:
-			s.tables[u.Table] = max(s.tables[u.Table], classOf(u.Action))
+			s.calls[u.resource()] |= routes.ActionOf(u.Action)
 		}
 	}
 	var out []string
@@ -177,17 +144,9 @@ func Unused(grants map[string]Grant, uses []Use, functions []string) []string {
 		if s == nil {
 			s = &seen{}
 		}
-		for _, table := range keys(g.Tables) {
-			switch used := s.tables[table]; {
-			case used == None:
-				out = append(out, fn+" uses "+table)
-			case g.Tables[table] == Write && used < Write:
-				out = append(out, fn+" writes "+table)
-			}
-		}
-		for _, table := range keys(g.Narrow) {
-			if s.tables[table] == None {
-				out = append(out, fn+" uses "+table)
+		for _, res := range keys(g.Calls) {
+			for _, iam := range (g.Calls[res] &^ s.calls[res]).IAM() {
+				out = append(out, fn+" "+routes.ActionOf(iam).String()+" on "+res)
 			}
 		}
 		for _, table := range keys(g.Streams) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/access"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -70,28 +71,34 @@ func TestEachPartOfACallIsRecordedByTheActionItNeeds(t *testing.T) {
 	}
 }
 
-// A use beyond the function's declarations is denied (a table it is not
-// granted, a write where it may only read, Redis it does not declare); a
-// declaration never used is reported, write separately from read.
+// A use beyond the function's declarations is denied (an action it is not
+// granted on a table, an index it is not granted, a table it is not
+// granted, Redis it does not declare); each declared action never used is
+// reported on its own.
 func TestDeniedAndUnusedCompareUsesWithTheDeclarations(t *testing.T) {
 	grants := map[string]access.Grant{
-		"f": {Tables: map[string]access.Class{"A": access.Read, "B": access.Write, "C": access.Write}, Streams: map[string]bool{"A": true}},
+		"f": {
+			Calls:   map[string]routes.Action{"A": routes.GetItem, "A/index/by_x": routes.Query, "B": routes.Query | routes.PutItem, "C": routes.UpdateItem},
+			Streams: map[string]bool{"A": true},
+		},
 	}
 	uses := []access.Use{
 		{Function: "f", Action: "dynamodb:GetItem", Table: "A"},
-		{Function: "f", Action: "dynamodb:PutItem", Table: "A"},
+		{Function: "f", Action: "dynamodb:Scan", Table: "A"},
+		{Function: "f", Action: "dynamodb:Query", Table: "A"},
 		{Function: "f", Action: "dynamodb:Query", Table: "B"},
+		{Function: "f", Action: "dynamodb:Query", Table: "B", Index: "by_y"},
 		{Function: "f", Action: "dynamodb:GetItem", Table: "D"},
 		{Function: "f", Action: "dynamodb:DescribeTable", Table: "B"},
 		{Function: "f", Action: access.ActionRedis},
 		{Function: "g", Action: "dynamodb:GetItem", Table: "A"},
 	}
 	denied := access.Denied(grants, uses)
-	if len(denied) != 5 {
-		t.Errorf("denied %q, want the write to A, D, DescribeTable, Redis and the undeclared g", denied)
+	if len(denied) != 7 {
+		t.Errorf("denied %q, want the Scan and the Query of A, the index of B, D, DescribeTable, Redis and the undeclared g", denied)
 	}
 	unused := access.Unused(grants, uses, []string{"f"})
-	if want := []string{"f writes B", "f uses C", "f reads the A stream"}; !slices.Equal(unused, want) {
+	if want := []string{"f Query on A/index/by_x", "f PutItem on B", "f UpdateItem on C", "f reads the A stream"}; !slices.Equal(unused, want) {
 		t.Errorf("unused %q, want %q", unused, want)
 	}
 }

@@ -114,14 +114,12 @@ func TestEachRoleGrantsItsTablesAsLocalARNs(t *testing.T) {
 	for _, name := range routes.Functions() {
 		fn := fns[name]
 		uses, _ := routes.UsesOf(name)
-		for _, w := range uses.Writes {
-			if !allows(fn, "dynamodb:PutItem", table+"t-"+w.Name) {
-				t.Errorf("%s: no dynamodb:PutItem on %s in %+v", name, table+"t-"+w.Name, fn.Statements)
-			}
-		}
-		for _, r := range uses.Reads {
-			if !allows(fn, "dynamodb:GetItem", table+"t-"+r.Name) {
-				t.Errorf("%s: no dynamodb:GetItem on %s", name, table+"t-"+r.Name)
+		for _, c := range uses.Calls {
+			arn := table + "t-" + c.Resource()
+			for _, action := range c.Actions.IAM() {
+				if !allows(fn, action, arn) {
+					t.Errorf("%s: no %s on %s in %+v", name, action, arn, fn.Statements)
+				}
 			}
 		}
 		for _, s := range uses.Streams {
