@@ -16,19 +16,21 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// Bans. A banned player's marker is a Scores item under BansKey, which
+// Bans. A banned player's marker is a Scores item under BanPrefix + its id, which
 // every submission checks in its own transaction: once the marker is
 // written, no score of theirs can change. Each score they already have is
 // then hidden: marked banned, out of the score index (no rank keys), out
 // of its period's member count, and, from the stream, out of Redis. The
 // scores stay, so an unban puts them back as they were.
 
-// BansKey is the Scores partition of the ban markers. Board ids cannot
-// start with '#', so it never collides with a board period.
-const BansKey = "#bans"
+// BanPrefix starts the Scores partition key of a player's ban marker:
+// one partition per player, so the check every submission makes spreads
+// like the players do instead of reading one hot partition. Board ids
+// cannot start with '#', so it never collides with a board period.
+const BanPrefix = "#ban#"
 
 func banKey(player string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(BansKey), schema.AttrPlayerID: ddb.S(player)}
+	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(BanPrefix + player), schema.AttrPlayerID: ddb.S(player)}
 }
 
 // notBanned is a submission's check that the player is not banned.

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -28,7 +29,7 @@ func ScoreFromRecord(rec events.DynamoDBEventRecord) (leaderboards.Score, bool, 
 	if err := streams.Unmarshal(image, &it); err != nil {
 		return leaderboards.Score{}, false, fmt.Errorf("decode score record %s: %w", rec.Change.SequenceNumber, err)
 	}
-	if it.PlayerID == MetaID || it.PK == BansKey {
+	if it.PlayerID == MetaID || strings.HasPrefix(it.PK, BanPrefix) {
 		return leaderboards.Score{}, false, nil
 	}
 	if it.Board == "" || it.Period == "" || it.PlayerID == "" || it.Ver == 0 {
