@@ -42,13 +42,9 @@ func (e *Eraser) Erase(ctx context.Context, player string) (done bool, err error
 		return false, err
 	}
 	for _, bp := range periods {
-		board, region, view := SplitView(bp.Board)
-		d, ok := byID[board]
+		d, ok := resolve(byID, bp.Board)
 		if !ok {
 			continue
-		}
-		if view {
-			d = d.View(region)
 		}
 		// A Removed score is how the processor forgets an erased player;
 		// the erasure takes the same way.

@@ -257,8 +257,9 @@ func (s *Service) RemovePlayer(ctx context.Context, id, player, period string) e
 	if err != nil {
 		return err
 	}
+	defs := map[string]Definition{d.ID: d}
 	for _, bp := range removed {
-		s.mirror(ctx, map[string]Definition{d.ID: d}, bp.Board, bp.Period, Score{PlayerID: player, Removed: true})
+		s.mirror(ctx, defs, bp.Board, bp.Period, Score{PlayerID: player, Removed: true})
 	}
 	return nil
 }
@@ -313,13 +314,9 @@ func (s *Service) boards(ctx context.Context) (map[string]Definition, error) {
 // mirror writes a change of one board period (or view) to Redis at once;
 // the stream brings it there too when Redis cannot take it now.
 func (s *Service) mirror(ctx context.Context, defs map[string]Definition, board, period string, sc Score) {
-	base, region, view := SplitView(board)
-	d, ok := defs[base]
+	d, ok := resolve(defs, board)
 	if !ok {
 		return
-	}
-	if view {
-		d = d.View(region)
 	}
 	if err := s.Cache.Apply(ctx, d, period, []Score{sc}); err != nil {
 		s.Log.WarnContext(ctx, "board change not written to redis; the stream will", "board", board, "period", period, "error", err.Error())

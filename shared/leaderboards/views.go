@@ -33,6 +33,17 @@ func SplitView(id string) (board, region string, ok bool) {
 	return strings.Cut(id, viewSep)
 }
 
+// resolve finds the definition a board name stands for among defs (by
+// board id): the board's own, or its view of a region.
+func resolve(defs map[string]Definition, board string) (Definition, bool) {
+	base, region, view := SplitView(board)
+	d, ok := defs[base]
+	if ok && view {
+		d = d.View(region)
+	}
+	return d, ok
+}
+
 // WithViews returns defs resolving view names too: Get("weekly@eu") is
 // the view of region eu of the regional board weekly. Processors and jobs
 // meet view names in the data they handle.

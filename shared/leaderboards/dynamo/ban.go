@@ -39,22 +39,6 @@ func (s *Scores) notBanned(player string) types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: ddb.TransactCheck(s.Table, banKey(player), cond)}
 }
 
-// Banned reports since when a player is banned (zero if not).
-func (s *Scores) Banned(ctx context.Context, player string) (time.Time, error) {
-	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: banKey(player), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return time.Time{}, unavailable(err, "read a ban")
-	}
-	if len(out.Item) == 0 {
-		return time.Time{}, nil
-	}
-	at, _ := out.Item[schema.AttrBannedAt].(*types.AttributeValueMemberS)
-	if at == nil {
-		return time.Unix(0, 0).UTC(), nil
-	}
-	return ddb.ParseTime(at.Value), nil
-}
-
 // Ban records the ban (keeping the first time), then hides every score
 // the player has on boards (the caller passes every defined board) and
 // their regional views. It returns the board periods whose score it hid,

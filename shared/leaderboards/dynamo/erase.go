@@ -248,11 +248,9 @@ func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, pl
 			state = expression.Name(schema.AttrBanned).AttributeExists()
 		}
 		cond := ddb.MustBuild(expression.NewBuilder().WithCondition(state))
-		del := &types.Delete{TableName: aws.String(s.Table), Key: key,
-			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}
 		if it.Banned {
-			_, err = s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: del.TableName, Key: key,
-				ConditionExpression: del.ConditionExpression, ExpressionAttributeNames: del.ExpressionAttributeNames})
+			_, err = s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table), Key: key,
+				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()})
 			var ccf *types.ConditionalCheckFailedException
 			if errors.As(err, &ccf) {
 				continue
@@ -263,7 +261,8 @@ func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, pl
 			return nil
 		}
 		_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Delete: del}, {Update: ddb.TransactUpdate(s.Table, s.key(bp.Board, bp.Period, MetaID), oneLess)},
+			{Delete: &types.Delete{TableName: aws.String(s.Table), Key: key,
+				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}}, {Update: ddb.TransactUpdate(s.Table, s.key(bp.Board, bp.Period, MetaID), oneLess)},
 		}})
 		if err == nil {
 			return nil
