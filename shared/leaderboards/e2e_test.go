@@ -18,12 +18,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/shared/leaderboards"
+	"github.com/rallyhq/rally/shared/leaderboards/mirror"
+	"github.com/rallyhq/rally/shared/ranking"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streams"
@@ -48,6 +52,8 @@ type board struct {
 	MaxN     int    `json:"max_n"`
 	Timezone string `json:"timezone"`
 	Regional bool   `json:"regional,omitempty"`
+	// Partitions spreads the board over score-range partitions in Redis.
+	Partitions int `json:"partitions,omitempty"`
 }
 
 func define(t testing.TB, c *apitest.Client, b board) {
@@ -261,7 +267,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
 	s, c := startStack(t, srv.URL())
-	models, friends := playTheModel(t, s, c, testenv.Scale(240, 1200))
+	models, friends := playTheModel(t, s, c, testenv.Scale(240, 1200), 0)
 	check(t, c, models, friends, false, 0)
 
 	// Redis down: ranks are counted in DynamoDB, a few hundred
@@ -286,21 +292,76 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 }
 
 // The same model on a local Redis Cluster of three nodes, as ElastiCache
-// runs one: each board under its own hash tag, on whichever shard owns it.
+// runs one, with every board defined with "partitions": 4: each board's
+// score-range partitions under their own hash tags, on whichever shards
+// own them. The processor and the reconcile job split the boards as they
+// fill; reads equal the model before and after, after Redis lost
+// everything and the boards were rebuilt, and after an erasure.
 func TestBoardsEqualTheModelOnARedisCluster(t *testing.T) {
 	t.Parallel()
 	cl := testenv.RedisCluster(t)
 	s := stacktest.Start(t, stack.Options{RedisURL: cl.URL(), RedisCluster: true})
 	c := apitest.New(t, s)
-	models, friends := playTheModel(t, s, c, testenv.Scale(120, 1200))
+	models, friends := playTheModel(t, s, c, testenv.Scale(160, 1200), 4)
 	check(t, c, models, friends, false, 0)
+
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[:1]})
+	defer rdb.Close()
+	runLeaderboardJob(t, c, "reconcile")
+	for _, m := range models {
+		d := leaderboards.Definition{ID: m.b.ID, Reset: leaderboards.Reset(m.b.Reset), Timezone: "UTC", Partitions: m.b.Partitions}
+		parts, err := ranking.New(rdb).Partitions(ctx, mirror.Board(d, d.PeriodAt(s.Clock().Now())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts) != 4 {
+			t.Fatalf("%s after a reconcile: %d partitions, want 4", m.b.ID, len(parts))
+		}
+	}
+	check(t, c, models, friends, false, 0)
+
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FlushAll(ctx).Err() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.Until(t, 30*time.Second, "boards served from Redis again after it lost everything", func() bool {
+		var top struct {
+			Degraded bool `json:"degraded"`
+		}
+		c.Player("reader", "GET", "/v1/leaderboards/"+models[0].b.ID+"/top", nil).Expect(t, 200).JSON(t, &top)
+		return !top.Degraded
+	})
+	check(t, c, models, friends, false, testenv.Scale(40, 0))
+
+	erased := ""
+	for p := range models[0].scores {
+		if erased == "" || p < erased {
+			erased = p
+		}
+	}
+	c.Service("DELETE", "/v1/ops/users/"+erased, nil).Expect(t, 202)
+	await.Until(t, time.Minute, "the erasure of "+erased+" to complete", func() bool {
+		var st struct {
+			Status string `json:"status"`
+		}
+		c.Service("GET", "/v1/ops/users/"+erased+"/erasure", nil).Expect(t, 200).JSON(t, &st)
+		if st.Status != "COMPLETED" {
+			if err := s.WaitIdle(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st.Status == "COMPLETED"
+	})
+	delete(models[0].scores, erased)
+	check(t, c, models, friends, false, testenv.Scale(40, 0))
 }
 
 // playTheModel defines four boards (every policy, order and tie-break),
 // has players submit to them at once, redelivers stale and repeated
 // stream records, gives some players friends, and returns the model of
 // each board and the friend lists.
-func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players int) ([]*model, map[string][]string) {
+func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players, partitions int) ([]*model, map[string][]string) {
 	t.Helper()
 	s.Clock().Set(time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC))
 	boards := []board{
@@ -311,7 +372,7 @@ func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players int) 
 	}
 	models := make([]*model, len(boards))
 	for i, b := range boards {
-		b.Title, b.MaxN, b.Timezone = "Board "+b.ID, 1000, "UTC"
+		b.Title, b.MaxN, b.Timezone, b.Partitions = "Board "+b.ID, 1000, "UTC", partitions
 		define(t, c, b)
 		models[i] = newModel(b)
 	}

@@ -30,7 +30,10 @@ const (
 	// MaxFromRank bounds how deep a page of top may start (from_rank).
 	MaxFromRank = 1 << 30
 	MaxK        = 50
-	DefaultK    = 4
+	// MaxPartitions bounds a definition's partitions (the ranking engine's
+	// limit).
+	MaxPartitions = 64
+	DefaultK      = 4
 	// MaxClockSkew is how far in the future a match may say it happened.
 	MaxClockSkew = 5 * time.Minute
 )
@@ -52,6 +55,8 @@ type (
 		MaxN     *int       `json:"max_n"`
 		Timezone *string    `json:"timezone"`
 		Regional *bool      `json:"regional"`
+		// Partitions is a number, checked by hand: a string is 400.
+		Partitions *int `json:"partitions"`
 	}
 	definitionBody struct {
 		ID            string    `json:"leaderboard_id"`
@@ -65,6 +70,7 @@ type (
 		MaxN          int       `json:"max_n"`
 		Timezone      string    `json:"timezone"`
 		Regional      bool      `json:"regional"`
+		Partitions    int       `json:"partitions,omitempty"`
 		CreatedAt     time.Time `json:"created_at"`
 		UpdatedAt     time.Time `json:"updated_at"`
 		CurrentPeriod string    `json:"current_period"`
@@ -215,6 +221,13 @@ func (a *API) PutLeaderboard(ctx context.Context, r *api.Request) (api.Response,
 	if in.Regional != nil {
 		d.Regional = *in.Regional
 	}
+	if in.Partitions != nil {
+		if *in.Partitions < 1 || *in.Partitions > MaxPartitions {
+			f.Add("partitions", fmt.Sprintf("must be from 1 to %d", MaxPartitions))
+		} else {
+			d.Partitions = *in.Partitions
+		}
+	}
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
@@ -233,7 +246,7 @@ func definitionOf(d Definition, now time.Time) definitionBody {
 	return definitionBody{
 		ID: d.ID, Title: d.Title, Policy: d.Policy, Order: d.Order, Reset: d.Reset, TieBreak: d.TieBreak,
 		Scope: d.Scope, Status: d.Status, MaxN: d.MaxN, Timezone: d.Timezone, Regional: d.Regional,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, CurrentPeriod: d.PeriodAt(now),
+		Partitions: d.Partitions, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, CurrentPeriod: d.PeriodAt(now),
 	}
 }
 

@@ -23,6 +23,9 @@ type JobCache interface {
 	Rebuild(ctx context.Context, d Definition, period string, expected int64, scan func(fn func([]Score) error) error) error
 	// Superseded tells whether err says another rebuild took the board.
 	Superseded(err error) bool
+	// Rebalance makes at most one move of a partitioned board period's
+	// partition bounds and reports whether it made one.
+	Rebalance(ctx context.Context, d Definition, period string) (bool, error)
 }
 
 // Rebuilding is one board period's rebuild under way.
@@ -335,7 +338,26 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 		}
 		w.Findings.Repaired += c.Drifted
 	}
+	if err := j.rebalance(ctx, d, bp.Period); err != nil {
+		return err
+	}
 	c.next()
+	return nil
+}
+
+// rebalance moves a partitioned board period's partition bounds until
+// each holds about its share (a move cut short by the deadline resumes
+// at the next run; see ranking.Engine.Rebalance).
+func (j *Jobs) rebalance(ctx context.Context, d Definition, period string) error {
+	if d.Partitions == 0 {
+		return nil
+	}
+	for moves := 0; moves < 4*d.Partitions; moves++ {
+		moved, err := j.Cache.Rebalance(ctx, d, period)
+		if err != nil || !moved {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -94,9 +94,14 @@ type Definition struct {
 	Timezone string
 	// Regional boards keep a view per region beside the global board (see
 	// View); fixed when the board is created.
-	Regional  bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Regional bool
+	// Partitions, when above 0, spreads each period's board in Redis over
+	// that many score-range partitions, each under its own hash tag, so a
+	// board larger than one Redis shard spreads over a cluster; fixed when
+	// the board is created.
+	Partitions int
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 	// Version grows with every change of the definition.
 	Version int64
 }

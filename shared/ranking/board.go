@@ -25,6 +25,9 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 	if err := dst.validate(); err != nil {
 		return err
 	}
+	if dst.Partitions > 0 {
+		return invalid("sum into %s: a partitioned board cannot be a sum", dst)
+	}
 	if ttl < time.Millisecond {
 		return invalid("sum into %s: ttl %s under 1ms", dst, ttl)
 	}
@@ -34,7 +37,7 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 		if err := s.validate(); err != nil {
 			return err
 		}
-		if s.Tag != dst.Tag || s.Order != dst.Order {
+		if s.Tag != dst.Tag || s.Order != dst.Order || s.Partitions > 0 {
 			return invalid("sum into %s: source %s has another tag or order", dst, s)
 		}
 		keys = append(keys, s.keys().live())
@@ -56,6 +59,9 @@ func (e *Engine) Expire(ctx context.Context, b Board, ttl time.Duration) error {
 	}
 	if ttl < time.Millisecond {
 		return invalid("expire %s: ttl %s under 1ms", b, ttl)
+	}
+	if b.Partitions > 0 {
+		return e.expirePartitioned(ctx, b, ttl)
 	}
 	k := b.keys()
 	v, err := e.run(ctx, expireScript, k.heads(), ttl.Milliseconds())
@@ -91,6 +97,14 @@ func (e *Engine) Delete(ctx context.Context, b Board) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
+	if b.Partitions > 0 {
+		return e.deletePartitioned(ctx, b)
+	}
+	return e.clear(ctx, b, false)
+}
+
+// clear removes everything b holds; keepMeta keeps its meta hash.
+func (e *Engine) clear(ctx context.Context, b Board, keepMeta bool) error {
 	k := b.keys()
 	m, err := e.rdb.HMGet(ctx, k.meta(), "live", "la", "lb", "dirty").Result()
 	if err != nil {
@@ -106,7 +120,11 @@ func (e *Engine) Delete(ctx context.Context, b Board) error {
 		pipe.Unlink(ctx, keys...)
 	})
 	if err == nil {
-		err = e.rdb.Unlink(ctx, k.live(), k.next(), k.meta()).Err()
+		keys := []string{k.live(), k.next()}
+		if !keepMeta {
+			keys = append(keys, k.meta())
+		}
+		err = e.rdb.Unlink(ctx, keys...).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", b, err)

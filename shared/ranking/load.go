@@ -39,6 +39,10 @@ type Loader struct {
 	level  int // its current level, as last seen
 	buf    []Item
 	closed bool
+	// parts loads each partition of a partitioned board, as its layout
+	// at epoch stood when the load began (see partload.go).
+	parts map[string]*Loader
+	lay   *layout
 }
 
 // Load replaces the board's whole content with items atomically: see
@@ -61,6 +65,9 @@ func (e *Engine) Load(ctx context.Context, b Board, items []Item) error {
 func (e *Engine) BeginLoad(ctx context.Context, b Board, expected int) (*Loader, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
+	}
+	if b.Partitions > 0 {
+		return e.beginPartitionedLoad(ctx, b, expected)
 	}
 	k := b.keys()
 	v, err := e.run(ctx, loadPrepareScript, []string{k.meta()})
@@ -107,6 +114,9 @@ func newToken() (string, error) {
 func (l *Loader) Add(ctx context.Context, items ...Item) error {
 	if l.closed {
 		return fmt.Errorf("load of %s: %w", l.b, ErrLoadSuperseded)
+	}
+	if l.parts != nil {
+		return l.addPartitioned(ctx, items)
 	}
 	for _, it := range items {
 		if err := it.validate(); err != nil {
@@ -180,6 +190,10 @@ type LoadState struct {
 	Stage string `json:"stage"`
 	Low   int    `json:"low"`
 	Level int    `json:"level"`
+	// Epoch and Parts are a partitioned board's: its layout's epoch and
+	// each partition's load.
+	Epoch int64                `json:"epoch,omitempty"`
+	Parts map[string]LoadState `json:"parts,omitempty"`
 }
 
 // Flush sends everything queued.
@@ -187,12 +201,22 @@ func (l *Loader) Flush(ctx context.Context) error {
 	if l.closed {
 		return fmt.Errorf("load of %s: %w", l.b, ErrLoadSuperseded)
 	}
+	if l.parts != nil {
+		return l.eachPart(func(p *Loader) error { return p.Flush(ctx) })
+	}
 	return l.send(ctx, len(l.buf))
 }
 
 // State is the load's position; everything added before the last Flush
 // is in Redis.
 func (l *Loader) State() LoadState {
+	if l.parts != nil {
+		st := LoadState{Epoch: l.lay.Epoch, Parts: map[string]LoadState{}}
+		for g, p := range l.parts {
+			st.Parts[g] = p.State()
+		}
+		return st
+	}
 	return LoadState{Token: l.token, Seq: l.seq, Stage: l.stage, Low: l.lo, Level: l.level}
 }
 
@@ -203,6 +227,9 @@ func (e *Engine) ResumeLoad(b Board, st LoadState) (*Loader, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
+	if b.Partitions > 0 {
+		return e.resumePartitionedLoad(b, st)
+	}
 	return &Loader{e: e, b: b, k: b.keys(), token: st.Token, seq: st.Seq, stage: st.Stage, lo: st.Low, level: st.Level}, nil
 }
 
@@ -211,6 +238,9 @@ func (e *Engine) ResumeLoad(b Board, st LoadState) (*Loader, error) {
 func (l *Loader) Commit(ctx context.Context) error {
 	if l.closed {
 		return fmt.Errorf("commit load of %s: %w", l.b, ErrLoadSuperseded)
+	}
+	if l.parts != nil {
+		return l.commitPartitioned(ctx)
 	}
 	if err := l.send(ctx, len(l.buf)); err != nil {
 		return err
@@ -241,6 +271,10 @@ func (l *Loader) Commit(ctx context.Context) error {
 func (l *Loader) Abort(ctx context.Context) error {
 	if l.closed {
 		return nil
+	}
+	if l.parts != nil {
+		l.closed = true
+		return l.eachPart(func(p *Loader) error { return p.Abort(ctx) })
 	}
 	l.closed = true
 	if _, err := l.e.run(ctx, loadAbortScript, []string{l.k.meta()}, l.token); err != nil {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,6 +63,11 @@ type Board struct {
 	Name  string
 	Order Order
 	Ties  Ties
+	// Partitions, when above 0, spreads the board over score-range
+	// partitions, each under its own hash tag (see partition.go), and is
+	// how many Rebalance keeps. 0 keeps the board in one sorted set. It
+	// must stay the same (zero or not) for the life of a board.
+	Partitions int
 }
 
 func (b Board) String() string { return b.Tag + "/" + b.Name }
@@ -107,6 +113,8 @@ const (
 	MaxVersion = 1 << 53
 	// MaxIDLen bounds IDs in bytes.
 	MaxIDLen = 512
+	// MaxPartitions bounds Board.Partitions.
+	MaxPartitions = 64
 )
 
 var (
@@ -124,6 +132,11 @@ var (
 // Engine reads and writes boards. It is safe for concurrent use.
 type Engine struct {
 	rdb redis.UniversalClient
+	// layouts caches each partitioned board's layout and sizes the
+	// partitions it last read, by the board's String (see partition.go).
+	layouts, sizes sync.Map
+	// onMove, when set (by tests), hears each phase a partition move enters.
+	onMove func(phase string)
 }
 
 // New returns an engine over rdb (a single node, a cluster or miniredis).
@@ -143,6 +156,8 @@ func (b Board) validate() error {
 		return invalid("board %s: unknown order %d", b, b.Order)
 	case b.Ties != Earliest && b.Ties != Shared:
 		return invalid("board %s: unknown ties %d", b, b.Ties)
+	case b.Partitions < 0 || b.Partitions > MaxPartitions:
+		return invalid("board %s: partitions %d outside 0..%d", b, b.Partitions, MaxPartitions)
 	}
 	return nil
 }

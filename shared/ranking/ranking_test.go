@@ -116,15 +116,24 @@ func TestEngineMatchesModel(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					b := Board{Tag: "lb:prop", Name: name, Order: order, Ties: ties}
-					runModelPhases(t, New(bk.rdb), b, rand.New(rand.NewPCG(seed(t), 1)), bk)
+					runModelPhases(t, New(bk.rdb), b, rand.New(rand.NewPCG(seed(t), 1)), bk, nil)
 				})
 			}
 		}
 	})
 }
 
-func runModelPhases(t *testing.T, e *Engine, b Board, rng *rand.Rand, bk backend) {
+// runModelPhases writes to b in five phases and checks every read against
+// the model after each; between, when set, runs before every check.
+func runModelPhases(t *testing.T, e *Engine, b Board, rng *rand.Rand, bk backend, between func()) {
 	ctx := context.Background()
+	checkBoard := func(t *testing.T, ctx context.Context, e *Engine, m *model, rng *rand.Rand, ids []string, sample int) {
+		t.Helper()
+		if between != nil {
+			between()
+		}
+		checkBoard(t, ctx, e, m, rng, ids, sample)
+	}
 	m := newModel(b)
 	w := newWorld(rng, bk.ids)
 

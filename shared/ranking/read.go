@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,6 +21,9 @@ func (e *Engine) Top(ctx context.Context, b Board, n int, opts ...ReadOption) ([
 		return nil, 0, invalid("top n %d is negative", n)
 	}
 	ro := readOptions(opts)
+	if b.Partitions > 0 {
+		return e.pagePartitioned(ctx, b, 1, n, ro)
+	}
 	live := b.keys().live()
 	pipe := e.rdb.TxPipeline()
 	if len(ro.also) > 0 {
@@ -72,6 +74,9 @@ func (e *Engine) Page(ctx context.Context, b Board, from, n int, opts ...ReadOpt
 	}
 	if from < 1 || n < 0 {
 		return nil, 0, invalid("page of %d from rank %d: from must be at least 1 and n not negative", n, from)
+	}
+	if b.Partitions > 0 {
+		return e.pagePartitioned(ctx, b, from, n, readOptions(opts))
 	}
 	start := int64(from - 1)
 	v, err := e.runReading(ctx, readOptions(opts), pageScript, []string{b.keys().live()}, start, n, flag(b.Ties == Shared))
@@ -182,6 +187,9 @@ func (e *Engine) Total(ctx context.Context, b Board) (int64, error) {
 	if err := b.validate(); err != nil {
 		return 0, err
 	}
+	if b.Partitions > 0 {
+		return e.totalPartitioned(ctx, b)
+	}
 	n, err := e.rdb.ZCard(ctx, b.keys().live()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", b, err)
@@ -195,7 +203,11 @@ func (e *Engine) Exists(ctx context.Context, b Board) (bool, error) {
 	if err := b.validate(); err != nil {
 		return false, err
 	}
-	n, err := e.rdb.Exists(ctx, b.keys().meta()).Result()
+	key := b.keys().meta()
+	if b.Partitions > 0 {
+		key = b.keys().layoutKey()
+	}
+	n, err := e.rdb.Exists(ctx, key).Result()
 	if err != nil {
 		return false, fmt.Errorf("check %s exists: %w", b, err)
 	}
@@ -214,6 +226,9 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int, opts ...
 	}
 	if k < 0 {
 		return Entry{}, nil, 0, invalid("around k %d is negative", k)
+	}
+	if b.Partitions > 0 {
+		return e.aroundPartitioned(ctx, b, id, k, readOptions(opts))
 	}
 	keys := b.keys()
 	v, err := e.runReading(ctx, readOptions(opts), aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
@@ -273,6 +288,9 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string, opts ...ReadO
 		}
 		return nil, ro.store(also)
 	}
+	if b.Partitions > 0 {
+		return e.amongPartitioned(ctx, b, uniq, ro)
+	}
 	k := b.keys()
 	keys := k.heads()
 	args := make([]any, len(uniq))
@@ -284,32 +302,36 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string, opts ...ReadO
 	if err != nil {
 		return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
 	}
+	found, err := amongEntries(v, uniq)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
+	}
+	sortRaw(found)
+	return b.window(found, 0, 0)
+}
+
+// amongEntries reads among.lua's {index, member prefix, score, ...} for
+// ids.
+func amongEntries(v any, ids []string) ([]rawEntry, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr)%3 != 0 {
-		return nil, fmt.Errorf("rank %d ids on %s: unexpected reply %v", len(uniq), b, v)
+		return nil, fmt.Errorf("ranking: unexpected reply %v", v)
 	}
 	found := make([]rawEntry, 0, len(arr)/3)
 	for i := 0; i < len(arr); i += 3 {
 		idx, ok1 := arr[i].(int64)
 		pfx, ok2 := arr[i+1].(string)
 		zs, ok3 := arr[i+2].(string)
-		if !ok1 || !ok2 || !ok3 || idx < 0 || idx >= int64(len(uniq)) {
-			return nil, fmt.Errorf("rank %d ids on %s: unexpected reply %v", len(uniq), b, v)
+		if !ok1 || !ok2 || !ok3 || idx < 0 || idx >= int64(len(ids)) {
+			return nil, fmt.Errorf("ranking: unexpected reply %v", v)
 		}
 		z, err := parseZScore(Asc, zs)
 		if err != nil {
-			return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
+			return nil, err
 		}
-		found = append(found, rawEntry{member: pfx + uniq[idx], z: z})
+		found = append(found, rawEntry{member: pfx + ids[idx], z: z})
 	}
-	// The same order Redis keeps: sorted-set score, then member bytes.
-	sort.Slice(found, func(i, j int) bool {
-		if found[i].z != found[j].z {
-			return found[i].z < found[j].z
-		}
-		return found[i].member < found[j].member
-	})
-	return b.window(found, 0, 0)
+	return found, nil
 }
 
 // rawEntry is a sorted-set member and its (sorted-set) score.

@@ -43,6 +43,10 @@ var (
 	loadCommitScript  = loadScript("load_commit", false)
 	loadAbortScript   = loadScript("load_abort", false)
 	loadCleanedScript = loadScript("load_cleaned", false)
+	routeScript       = loadScript("route", false)
+	layoutScript      = loadScript("layout", false)
+	partReadScript    = loadScript("partread", true)
+	versionsScript    = loadScript("versions", true)
 )
 
 // runAll sends calls in one pipeline: one round trip once Redis has the

@@ -39,9 +39,12 @@ func (e *Engine) Upsert(ctx context.Context, b Board, it Item) (UpsertResult, er
 	if err := it.validate(); err != nil {
 		return UpsertResult{}, fmt.Errorf("upsert into %s: %w", b, err)
 	}
+	if b.Partitions > 0 {
+		return e.upsertOnePartitioned(ctx, b, it)
+	}
 	k := b.keys()
 	keys := k.appendIDKeys(k.heads(), it.ID)
-	args := appendItemArgs([]any{flag(b.Ties == Shared), "1"}, b.Order, it)
+	args := appendItemArgs([]any{flag(b.Ties == Shared), "1", "0"}, b.Order, it)
 	v, err := e.run(ctx, upsertScript, keys, args...)
 	if err != nil {
 		return UpsertResult{}, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
@@ -68,12 +71,15 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 	if len(items) == 0 {
 		return nil, nil
 	}
+	if b.Partitions > 0 {
+		return e.upsertPartitioned(ctx, b, items)
+	}
 	k := b.keys()
 	chunks := groupByID(items, upsertChunk)
 	calls := make([]cache.ScriptCall, len(chunks))
 	for c, idx := range chunks {
 		keys := k.heads()
-		args := []any{flag(b.Ties == Shared), "0"}
+		args := []any{flag(b.Ties == Shared), "0", "0"}
 		for _, i := range idx {
 			keys = k.appendIDKeys(keys, items[i].ID)
 			args = appendItemArgs(args, b.Order, items[i])
@@ -135,6 +141,9 @@ func (e *Engine) Forget(ctx context.Context, b Board, id string) error {
 	}
 	if err := validateID(id); err != nil {
 		return err
+	}
+	if b.Partitions > 0 {
+		return e.forgetPartitioned(ctx, b, id)
 	}
 	k := b.keys()
 	if _, err := e.run(ctx, forgetScript, k.appendIDKeys(k.heads(), id), id); err != nil {

@@ -188,6 +188,9 @@ const (
 	// AttrRegional is "true" on a board with regional views (absent on
 	// the others).
 	AttrRegional = "regional"
+	// AttrPartitions is the number of Redis partitions of a partitioned
+	// board (absent on the others).
+	AttrPartitions = "partitions"
 )
 
 // Scores and ScoreEvents attributes.

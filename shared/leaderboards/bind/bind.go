@@ -23,6 +23,7 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	defs, scores := Definitions(d), Scores(d)
 	gen := d.Generations(mirror.Scope)
 	m := mirror.New(d.Redis, gen)
+	m.Log = d.Log
 	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
 	svc.Metrics = d.Metrics
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)

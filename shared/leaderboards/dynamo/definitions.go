@@ -43,6 +43,7 @@ type definitionItem struct {
 	MaxN      int                 `dynamodbav:"max_n"`
 	Timezone  string              `dynamodbav:"timezone"`
 	Regional  string              `dynamodbav:"regional,omitempty"`
+	Parts     string              `dynamodbav:"partitions,omitempty"`
 	CreatedAt string              `dynamodbav:"created_at"`
 	UpdatedAt string              `dynamodbav:"updated_at"`
 	Ver       int64               `dynamodbav:"ver"`
@@ -53,12 +54,20 @@ func (it definitionItem) definition() leaderboards.Definition {
 		ID: it.ID, Title: it.Title, Policy: leaderboards.Policy(it.Policy), Order: leaderboards.Order(it.Order),
 		Reset: leaderboards.Reset(it.Reset), TieBreak: leaderboards.TieBreak(it.TieBreak),
 		Status: leaderboards.Status(it.Status), MaxN: it.MaxN, Timezone: it.Timezone, Regional: it.Regional == "true",
-		CreatedAt: ddb.ParseTime(it.CreatedAt), UpdatedAt: ddb.ParseTime(it.UpdatedAt), Version: it.Ver,
+		Partitions: partitionsOf(it.Parts),
+		CreatedAt:  ddb.ParseTime(it.CreatedAt), UpdatedAt: ddb.ParseTime(it.UpdatedAt), Version: it.Ver,
 	}
 	if it.Scope != nil {
 		d.Scope = *it.Scope
 	}
 	return d
+}
+
+// partitionsOf reads the stored partitions attribute: a decimal number,
+// absent (0) on a board kept in one sorted set.
+func partitionsOf(v string) int {
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 func decodeDefinition(raw map[string]types.AttributeValue) (leaderboards.Definition, error) {
@@ -83,6 +92,7 @@ var immutable = []struct {
 	{"tie_break", schema.AttrTieBreak, "", func(d leaderboards.Definition) string { return string(d.TieBreak) }},
 	{"timezone", schema.AttrTimezone, "", func(d leaderboards.Definition) string { return d.Timezone }},
 	{"regional", schema.AttrRegional, "false", func(d leaderboards.Definition) string { return strconv.FormatBool(d.Regional) }},
+	{"partitions", schema.AttrPartitions, "0", func(d leaderboards.Definition) string { return strconv.Itoa(d.Partitions) }},
 }
 
 // Put creates the definition, or updates its mutable fields when the

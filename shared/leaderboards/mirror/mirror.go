@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +33,20 @@ var ErrStale = errors.New("leaderboards mirror: redis may be behind dynamodb")
 type Mirror struct {
 	Rank *ranking.Engine
 	Gen  *cachegen.Tracker
+	// Log hears a partitioned board's rebalance that failed (it resumes
+	// at the next one); nil discards.
+	Log *slog.Logger
+
+	rebalanced sync.Map // board -> time.Time of its last rebalance here
 }
+
+// A partitioned board is rebalanced by the processor that writes it, at
+// most every rebalanceEvery per process, for at most rebalanceBudget: a
+// move cut short resumes from its checkpoint at the next one.
+const (
+	rebalanceEvery  = 30 * time.Second
+	rebalanceBudget = 5 * time.Second
+)
 
 // New returns a mirror over rdb, trusted only while gen says so.
 func New(rdb redis.UniversalClient, gen *cachegen.Tracker) *Mirror {
@@ -41,7 +56,7 @@ func New(rdb redis.UniversalClient, gen *cachegen.Tracker) *Mirror {
 // Board is the ranking-engine board of a leaderboard period. Every period
 // has its own hash tag, so busy boards spread over the cluster.
 func Board(d leaderboards.Definition, period string) ranking.Board {
-	b := ranking.Board{Tag: "lb:" + d.ID + "#" + period, Name: "scores", Order: ranking.Desc, Ties: ranking.Earliest}
+	b := ranking.Board{Tag: "lb:" + d.ID + "#" + period, Name: "scores", Order: ranking.Desc, Ties: ranking.Earliest, Partitions: d.Partitions}
 	if d.Order == leaderboards.Asc {
 		b.Order = ranking.Asc
 	}
@@ -119,7 +134,33 @@ func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period st
 	if _, err := m.Rank.UpsertMany(ctx, b, items); err != nil {
 		return fmt.Errorf("mirror %d scores of %s#%s: %w", len(items), d.ID, period, err)
 	}
+	m.rebalance(ctx, b)
 	return nil
+}
+
+// Rebalance makes at most one move of a partitioned board period's
+// partition bounds (jobs.go's reconcile runs it until none is needed).
+func (m *Mirror) Rebalance(ctx context.Context, d leaderboards.Definition, period string) (bool, error) {
+	return m.Rank.Rebalance(ctx, Board(d, period))
+}
+
+// rebalance moves a partitioned board's bounds toward its share when it
+// was not done here lately (see ranking.Engine.Rebalance). A failure
+// loses nothing: the move resumes at the next rebalance.
+func (m *Mirror) rebalance(ctx context.Context, b ranking.Board) {
+	if b.Partitions == 0 {
+		return
+	}
+	now := time.Now()
+	if last, ok := m.rebalanced.Load(b.String()); ok && now.Sub(last.(time.Time)) < rebalanceEvery {
+		return
+	}
+	m.rebalanced.Store(b.String(), now)
+	ctx, cancel := context.WithTimeout(ctx, rebalanceBudget)
+	defer cancel()
+	if _, err := m.Rank.Rebalance(ctx, b); err != nil && m.Log != nil {
+		m.Log.WarnContext(ctx, "rebalance of a partitioned board stopped; it resumes at the next", "board", b.String(), "error", err)
+	}
 }
 
 // Top returns n entries from rank from (1-based) on, the board's size and

@@ -1,5 +1,7 @@
 -- Returns {i, member prefix, score, ...} for each ARGV[i+1] that has a
--- score; each ID's 2*NL bucket keys follow KEYS[3] in order.
+-- score; each ID's 2*NL bucket keys follow KEYS[3] in order. A retired
+-- partition answers 'RETIRED'.
+if retired then return 'RETIRED' end
 local z = Z[live]
 local out = {}
 for j = 0, #ARGV - 1 do

@@ -4,7 +4,7 @@
 -- buckets after them. Lookup slots are numbered 1 (a) and 2 (b).
 local NL = 8
 local ZERO = string.rep('\0', 8)
-local st = redis.call('HMGET', KEYS[1], 'live', 'la', 'lb', 'na', 'nb', 'build', 'exp')
+local st = redis.call('HMGET', KEYS[1], 'live', 'la', 'lb', 'na', 'nb', 'build', 'exp', 'fence', 'ret')
 local live = 1
 if st[1] == 'b' then live = 2 end
 -- Z[s] is the sorted set that goes with lookup slot s.
@@ -15,6 +15,11 @@ local lvl = {tonumber(st[2]) or 0, tonumber(st[3]) or 0}
 local cnt = {tonumber(st[4]) or 0, tonumber(st[5]) or 0}
 local build = st[6]
 local exp = st[7]
+-- A partition of a partitioned board (see partition.go) may be fenced:
+-- writes routed by an older layout epoch than 'fence' must be routed
+-- again, and a retired partition ('ret') is read and written by nobody.
+local fence = tonumber(st[8]) or 0
+local retired = st[9] ~= false and st[9] ~= nil
 -- While a load builds the other slot, writes go to both so the load
 -- cannot lose them.
 local stage = nil

@@ -1,13 +1,18 @@
 -- Applies versioned items to a board. ARGV[1] is '1' for Shared ties;
 -- ARGV[2] is '1' to answer {applied, rank, total} for the first item
--- instead of one applied flag per item; then per item: id, member prefix,
--- sorted-set score, version, removed ('1' or '0'). Each item's 2*NL bucket
--- keys follow KEYS[3] in item order.
+-- instead of one applied flag per item; ARGV[3] is the layout epoch the
+-- caller routed by (0 for an unpartitioned board); then per item: id,
+-- member prefix, sorted-set score, version, removed ('1' or '0'). Each
+-- item's 2*NL bucket keys follow KEYS[3] in item order. A partition
+-- fenced at a later epoch answers 'STALE' (write again by the new layout),
+-- and a retired one 'RETIRED' (the write's new partition carries it).
+if tonumber(ARGV[3]) < fence then return 'STALE' end
+if retired then return 'RETIRED' end
 local shared = ARGV[1] == '1'
 local out = {}
-local n = (#ARGV - 2) / 5
+local n = (#ARGV - 3) / 5
 for j = 0, n - 1 do
-  local a = 3 + j * 5
+  local a = 4 + j * 5
   local kb = 4 + j * 2 * NL
   local id, pfx, zs, vs, removed = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] == '1'
   local ok = apply(idBuckets(kb, live), live, 0, id, pfx, zs, vs, removed)
@@ -18,7 +23,7 @@ saveMeta()
 if ARGV[2] ~= '1' then return out end
 local z = Z[live]
 local rank = 0
-local m = memberOf(live, 4, ARGV[3])
+local m = memberOf(live, 4, ARGV[4])
 if m then
   local score = redis.call('ZSCORE', z, m)
   if score then rank = rankOf(z, m, score, shared) end
