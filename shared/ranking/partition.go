@@ -159,21 +159,44 @@ func (b Board) part(g string) Board {
 	return Board{Tag: b.Tag + "~" + g, Name: b.Name, Order: b.Order, Ties: b.Ties}
 }
 
-// Home keys of a partitioned board, beside the board's own prefix.
-func (k boardKeys) layoutKey() string    { return k.base + "p" }
-func (k boardKeys) locationMeta() string { return k.base + "L" }
+// layoutKey is a partitioned board's layout hash (epoch, layout, expiry),
+// beside the board's own prefix.
+func (k boardKeys) layoutKey() string { return k.base + "p" }
+
+// The location index is spread over locShards shards by ID, each under
+// its own hash tag, so it spreads over a cluster like the partitions.
+const locShards = 16
+
+func (b Board) locShard(s int) boardKeys {
+	return boardKeys{base: keyPrefix + b.Tag + "~l" + strconv.Itoa(s) + "}:" + b.Name + "|"}
+}
+
 func (k boardKeys) location(level int, idx uint64) string {
 	return k.base + "l" + strconv.Itoa(level) + ":" + strconv.FormatUint(idx, 16)
 }
 
-// routeKeys are the keys route.lua needs for id.
-func (k boardKeys) routeKeys(id string) []string {
-	keys := []string{k.layoutKey(), k.locationMeta()}
+// routeKeys are the keys route.lua needs for id: its shard's meta, then
+// its bucket in every level.
+func (b Board) routeKeys(id string) []string {
 	h := idHash(id)
+	k := b.locShard(int(h >> 40 % locShards))
+	keys := []string{k.meta()}
 	for l := 0; l < levels; l++ {
 		keys = append(keys, k.location(l, bucketIndex(h, l)))
 	}
 	return keys
+}
+
+// publishEpoch tells every location shard of b's layout epoch (and of its
+// expiry, when it has one), so a write that routes by an older layout
+// hears of the newer one in its route reply.
+func (e *Engine) publishEpoch(ctx context.Context, b Board, epoch int64, exp string) error {
+	calls := make([]cache.ScriptCall, locShards)
+	for s := range calls {
+		calls[s] = cache.ScriptCall{Script: epochScript, Keys: []string{b.locShard(s).meta()}, Args: []any{epoch, exp}}
+	}
+	_, err := e.runAll(ctx, calls)
+	return err
 }
 
 func (e *Engine) cached(b Board) *layout {
@@ -245,7 +268,10 @@ func (e *Engine) setLayout(ctx context.Context, b Board, next *layout) (bool, *l
 	if err != nil {
 		return false, nil, fmt.Errorf("change the layout of %s: %w", b, err)
 	}
-	return l.Epoch == next.Epoch+1, e.remember(b, l), nil
+	if l.Epoch != next.Epoch+1 {
+		return false, e.remember(b, l), nil
+	}
+	return true, e.remember(b, l), e.publishEpoch(ctx, b, l.Epoch, "")
 }
 
 // routed is one item after its home step.
@@ -255,47 +281,52 @@ type routed struct {
 	old    string // sorted-set score before it, "" when none
 }
 
-// route sends every item's home step in one round trip.
+// route sends every item's home step in one round trip. When a location
+// shard has heard of another layout epoch than lay's, the layout is read
+// again (one more round trip, after a move); when one has heard of none,
+// Redis lost the board's layout: errNoLayout.
 func (e *Engine) route(ctx context.Context, b Board, lay *layout, items []Item, mode string) ([]routed, error) {
-	k := b.keys()
 	calls := make([]cache.ScriptCall, len(items))
 	for i, it := range items {
 		z := ""
 		if !it.Removed {
 			z = zscore(b.Order, it.Score)
 		}
-		calls[i] = cache.ScriptCall{Script: routeScript, Keys: k.routeKeys(it.ID),
-			Args: []any{it.ID, z, strconv.FormatInt(it.Version, 10), strconv.FormatInt(lay.Epoch, 10), mode}}
+		calls[i] = cache.ScriptCall{Script: routeScript, Keys: b.routeKeys(it.ID),
+			Args: []any{it.ID, z, strconv.FormatInt(it.Version, 10), mode}}
 	}
 	replies, err := e.runAll(ctx, calls)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]routed, len(items))
+	moved := false
 	for i, v := range replies {
 		arr, ok := v.([]any)
-		if !ok || len(arr) != 5 {
+		if !ok || len(arr) != 4 {
 			return nil, fmt.Errorf("ranking: unexpected route reply %v", v)
 		}
-		if arr[1] == "0" {
+		st, _ := arr[0].(int64)
+		if st == -1 {
 			return nil, errNoLayout
 		}
-		st, _ := arr[0].(int64)
-		old, _ := arr[3].(string)
-		if stored, _ := arr[4].(string); st == 2 && stored != calls[i].Args[1] {
+		epoch, _ := arr[1].(string)
+		old, _ := arr[2].(string)
+		if stored, _ := arr[3].(string); st == 2 && stored != calls[i].Args[1] {
 			// The same version with other content is not a retry of
 			// the stored write: nothing to finish.
 			st = 0
 		}
-		out[i] = routed{status: st, lay: lay, old: old}
-		if arr[2] != nil {
-			l, err := parseLayout(arr[1], arr[2])
-			if err != nil {
-				return nil, err
-			}
-			lay = e.remember(b, l)
-			out[i].lay = l
+		out[i] = routed{status: st, old: old}
+		moved = moved || epoch != strconv.FormatInt(lay.Epoch, 10)
+	}
+	if moved {
+		if lay, err = e.layoutOf(ctx, b, true, true); err != nil {
+			return nil, err
 		}
+	}
+	for i := range out {
+		out[i].lay = lay
 	}
 	return out, nil
 }
@@ -324,9 +355,11 @@ func (e *Engine) upsertPartitioned(ctx context.Context, b Board, items []Item) (
 	}
 	rs, err := e.route(ctx, b, lay, items, "w")
 	if errors.Is(err, errNoLayout) {
-		// Redis lost the layout this process had cached.
+		// A new board, or Redis lost the layout this process had cached.
 		if lay, err = e.layoutOf(ctx, b, true, true); err == nil {
-			rs, err = e.route(ctx, b, lay, items, "w")
+			if err = e.publishEpoch(ctx, b, lay.Epoch, ""); err == nil {
+				rs, err = e.route(ctx, b, lay, items, "w")
+			}
 		}
 	}
 	if err != nil {
@@ -477,19 +510,22 @@ func (e *Engine) forgetPartitioned(ctx context.Context, b Board, id string) erro
 	return nil
 }
 
-// homeKeys lists the home keys a partitioned board may have
-// beside its partitions: the layout, the location meta and every location
-// bucket of the levels in use.
+// homeKeys lists the keys a partitioned board may have beside its
+// partitions: the layout, and every location shard's meta and buckets of
+// the levels in use.
 func (e *Engine) homeKeys(ctx context.Context, b Board) ([]string, error) {
-	k := b.keys()
-	lvl, err := e.rdb.HGet(ctx, k.locationMeta(), "l").Int()
-	if err != nil && err != redis.Nil {
-		return nil, err
-	}
-	keys := []string{k.layoutKey(), k.locationMeta()}
-	for l := 0; l <= lvl && l < levels; l++ {
-		for i := uint64(0); i < 1<<(levelBits*l); i++ {
-			keys = append(keys, k.location(l, i))
+	keys := []string{b.keys().layoutKey()}
+	for s := 0; s < locShards; s++ {
+		k := b.locShard(s)
+		lvl, err := e.rdb.HGet(ctx, k.meta(), "l").Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		keys = append(keys, k.meta())
+		for l := 0; l <= lvl && l < levels; l++ {
+			for i := uint64(0); i < 1<<(levelBits*l); i++ {
+				keys = append(keys, k.location(l, i))
+			}
 		}
 	}
 	return keys, nil
@@ -537,6 +573,9 @@ func (e *Engine) expirePartitioned(ctx context.Context, b Board, ttl time.Durati
 	}
 	deadline := now.Add(ttl)
 	if err := e.rdb.HSet(ctx, b.keys().layoutKey(), "exp", deadline.UnixMilli()).Err(); err != nil {
+		return fmt.Errorf("expire %s: %w", b, err)
+	}
+	if err := e.publishEpoch(ctx, b, lay.Epoch, strconv.FormatInt(deadline.UnixMilli(), 10)); err != nil {
 		return fmt.Errorf("expire %s: %w", b, err)
 	}
 	keys, err := e.homeKeys(ctx, b)
@@ -587,7 +626,7 @@ func (e *Engine) upsertOnePartitioned(ctx context.Context, b Board, it Item) (Up
 	case err == nil:
 		res.Rank, res.Total = self.Rank, total
 	case errors.Is(err, ErrNotRanked):
-		res.Total, err = e.totalPartitioned(ctx, b)
+		res.Total, err = total, nil
 	}
 	return res, err
 }

@@ -134,13 +134,14 @@ func TestPartitionedBoardUnderConcurrentLoad(t *testing.T) {
 			readers.Add(1)
 			go func() {
 				defer readers.Done()
+				rr := rand.New(rand.NewPCG(uint64(ties), 11))
 				for {
 					select {
 					case <-moving:
 						return
 					default:
 					}
-					if err := edgesMatch(ctx, e, m, ids, rng); err != nil {
+					if err := edgesMatch(ctx, e, m, ids, rr); err != nil {
 						readErr = err
 						return
 					}
@@ -405,4 +406,62 @@ func wellFormed(ctx context.Context, e *Engine, b Board, m *model, still []strin
 		}
 	}
 	return nil
+}
+
+// A partitioned board keeps the round trips of one sorted set once its
+// layout is cached: one for each read (every partition in one pipeline),
+// two for a write (route at home, then the partitions), and one more for
+// an Upsert's rank. A page deeper than the first is one too once the
+// partition sizes have been seen.
+func TestPartitionedRoundTrips(t *testing.T) {
+	rdb := redistest.Server(t)
+	hook := &roundTrips{}
+	rdb.AddHook(hook)
+	ctx := context.Background()
+	e := New(rdb)
+	b := Board{Tag: "lb:ptrips", Name: "all", Ties: Shared, Partitions: 4}
+	fillBoard(t, e, b, 800)
+	for moved := true; moved; {
+		var err error
+		if moved, err = e.Rebalance(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if parts := partitionsOf(t, e, b); len(parts) != 4 {
+		t.Fatalf("%d partitions, want 4", len(parts))
+	}
+	friends := make([]string, 100)
+	for i := range friends {
+		friends[i] = fmt.Sprintf("p%04d", i*7)
+	}
+	many := make([]Item, 1000)
+	for i := range many {
+		many[i] = Item{ID: fmt.Sprintf("q%04d", i), Score: int64(i), Version: 1}
+	}
+	ops := []struct {
+		name  string
+		trips int
+		run   func() error
+	}{
+		{"Upsert", 3, func() error { _, err := e.Upsert(ctx, b, Item{ID: "p0001", Score: 5, Version: 9}); return err }},
+		{"UpsertMany", 2, func() error { _, err := e.UpsertMany(ctx, b, many); return err }},
+		{"Remove", 3, func() error { _, err := e.Remove(ctx, b, "p0002", 9); return err }},
+		{"Top", 1, func() error { _, _, err := e.Top(ctx, b, 100); return err }},
+		{"Page", 1, func() error { _, _, err := e.Page(ctx, b, 500, 50); return err }},
+		{"Around", 1, func() error { _, _, _, err := e.Around(ctx, b, "p0360", 4); return err }},
+		{"Among", 1, func() error { _, err := e.Among(ctx, b, friends); return err }},
+		{"Total", 1, func() error { _, err := e.Total(ctx, b); return err }},
+	}
+	for _, op := range ops {
+		if err := op.run(); err != nil { // the first call may load the script
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		hook.n = 0
+		if err := op.run(); err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		if hook.n != op.trips {
+			t.Errorf("%s took %d round trips, want %d", op.name, hook.n, op.trips)
+		}
+	}
 }

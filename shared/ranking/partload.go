@@ -29,6 +29,9 @@ func (e *Engine) beginPartitionedLoad(ctx context.Context, b Board, expected int
 			return nil, err
 		}
 	}
+	if err := e.publishEpoch(ctx, b, lay.Epoch, ""); err != nil {
+		return nil, err
+	}
 	l := &Loader{e: e, b: b, k: b.keys(), lay: lay, parts: map[string]*Loader{}}
 	for _, p := range lay.Read {
 		sub, err := e.BeginLoad(ctx, b.part(p.G), expected/len(lay.Read))

@@ -153,13 +153,15 @@ func sumTotals(views []partView) int64 {
 // (1-based) to from+n-1. Each partition is asked for the part of the page
 // it holds by the sizes the last read saw; when the sizes moved so that
 // this was not enough, a second round trip asks again with the new ones.
-// A top page asks every partition for its first n, so it never needs one.
+// The first top page of a board this process has not read asks every
+// partition for its first n.
 func (e *Engine) pagePartitioned(ctx context.Context, b Board, from, n int, ro readOpts) ([]Entry, int64, error) {
 	var entries []Entry
 	var total int64
 	err := e.readLoop(ctx, b, func(lay *layout) error {
 		sizes := e.sizesOf(b, lay)
-		if sizes == nil {
+		known := sizes != nil
+		if !known {
 			// Nothing known: a top asks every partition for its first n,
 			// a deeper page asks for the sizes first.
 			sizes = make([]int64, len(lay.Read))
@@ -175,7 +177,7 @@ func (e *Engine) pagePartitioned(ctx context.Context, b Board, from, n int, ro r
 		}
 		for pass := 0; ; pass++ {
 			asked := pagePlan(sizes, int64(from-1), int64(n))
-			if from == 1 {
+			if from == 1 && !known {
 				for i := range asked {
 					asked[i] = [2]int64{0, int64(n)}
 				}
@@ -193,6 +195,9 @@ func (e *Engine) pagePartitioned(ctx context.Context, b Board, from, n int, ro r
 			e.keepSizes(b, lay, actual)
 			need := pagePlan(actual, int64(from-1), int64(n))
 			if covers(asked, need, views) || pass == 1 {
+				if !covers(asked, need, views) {
+					need = coveredPart(asked, need, views)
+				}
 				entries, total = b.assemblePage(views, asked, need), sumTotals(views)
 				return nil
 			}
@@ -235,6 +240,31 @@ func covers(asked, need [][2]int64, views []partView) bool {
 		}
 	}
 	return true
+}
+
+// coveredPart trims need to what was asked and returned, for a page whose
+// partitions changed size twice in a row under it (a page then ends early
+// rather than show a wrong rank).
+func coveredPart(asked, need [][2]int64, views []partView) [][2]int64 {
+	out := make([][2]int64, len(need))
+	short := false
+	for i, w := range need {
+		out[i] = [2]int64{-1, 0}
+		if w[0] < 0 || short {
+			continue
+		}
+		got := asked[i][0] + int64(len(views[i].rng))
+		lo, hi := max(w[0], asked[i][0]), min(w[0]+w[1], got)
+		if asked[i][0] < 0 || lo != w[0] {
+			short = true // nothing past a gap
+			continue
+		}
+		if lo < hi {
+			out[i] = [2]int64{lo, hi - lo}
+		}
+		short = hi < w[0]+w[1]
+	}
+	return out
 }
 
 // assemblePage ranks what each partition returned and keeps the part of
@@ -295,7 +325,8 @@ func (e *Engine) totalPartitioned(ctx context.Context, b Board) (int64, error) {
 
 // aroundPartitioned is Around on a partitioned board, in one round trip:
 // every partition is asked for id's window, and for its first and last k
-// entries in case the window crosses into it.
+// entries in case the window crosses into it. With ErrNotRanked it still
+// returns the total.
 func (e *Engine) aroundPartitioned(ctx context.Context, b Board, id string, k int, ro readOpts) (Entry, []Entry, int64, error) {
 	var self Entry
 	var window []Entry
@@ -349,7 +380,7 @@ func (e *Engine) aroundPartitioned(ctx context.Context, b Board, id string, k in
 		return nil
 	})
 	if err != nil {
-		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, err)
+		return Entry{}, nil, total, fmt.Errorf("rank %s on %s: %w", id, b, err)
 	}
 	return self, window, total, nil
 }

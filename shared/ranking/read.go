@@ -228,7 +228,11 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int, opts ...
 		return Entry{}, nil, 0, invalid("around k %d is negative", k)
 	}
 	if b.Partitions > 0 {
-		return e.aroundPartitioned(ctx, b, id, k, readOptions(opts))
+		self, window, total, err := e.aroundPartitioned(ctx, b, id, k, readOptions(opts))
+		if err != nil {
+			return Entry{}, nil, 0, err
+		}
+		return self, window, total, nil
 	}
 	keys := b.keys()
 	v, err := e.runReading(ctx, readOptions(opts), aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))

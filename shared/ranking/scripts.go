@@ -47,6 +47,7 @@ var (
 	layoutScript      = loadScript("layout", false)
 	partReadScript    = loadScript("partread", true)
 	versionsScript    = loadScript("versions", true)
+	epochScript       = loadScript("epoch", false)
 )
 
 // runAll sends calls in one pipeline: one round trip once Redis has the

@@ -1,47 +1,43 @@
 -- Routes one write of a partitioned board (see partition.go). KEYS[1] is
--- the board's layout hash, KEYS[2] its location meta, KEYS[3..2+NL] the
--- ID's location bucket in every level. ARGV: id, sorted-set score ('' for
--- a removal), version, the caller's layout epoch, mode ('w' write, 'l'
--- load, 'f' forget). The location of an ID is "version|score|previous
--- score" (a score is '' while the ID is removed).
+-- the meta of the ID's location shard (level, count, the layout epoch it
+-- last heard of, expiry), KEYS[2..1+NL] the ID's location bucket in every
+-- level. ARGV: id, sorted-set score ('' for a removal), version, mode ('w'
+-- write, 'l' load, 'f' forget). The location of an ID is "version|score|
+-- previous score" (a score is '' while the ID is removed).
 --
--- Returns {status, epoch, layout or false, old score, stored score}:
--- status 0 when the
--- version is older than the stored one (nothing to do), 1 when it is newer
--- (old score is where the ID stood before it), 2 when it is the stored
--- version again (a retry: old score is where it stood before that version,
--- so the caller can finish a write whose partition step was lost). The
--- layout comes back only when the caller's epoch is not the current one;
--- the stored score is the ID's after the call.
+-- Returns {status, epoch, old score, stored score}: status -1 when the
+-- shard has heard of no layout (Redis lost it: nothing is changed), 0
+-- when the version is older than the stored one (nothing to do), 1 when
+-- it is newer (old score is where the ID stood before it), 2 when it is
+-- the stored version again (a retry: old score is where it stood before
+-- that version, so the caller can finish a write whose partition step was
+-- lost). The stored score is the ID's after the call.
 local NL = 8
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'layout', 'exp')
-local epoch = m[1] or '0'
-local layout = false
-if epoch ~= ARGV[4] then layout = m[2] end
-local exp = m[3]
-local lm = redis.call('HMGET', KEYS[2], 'l', 'n')
-local lvl, cnt = tonumber(lm[1]) or 0, tonumber(lm[2]) or 0
-local id, z, v, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5]
+local m = redis.call('HMGET', KEYS[1], 'l', 'n', 'epoch', 'exp')
+local epoch = m[3]
+if not epoch then return {-1, '0', '', ''} end
+local lvl, cnt, exp = tonumber(m[1]) or 0, tonumber(m[2]) or 0, m[4]
+local id, z, v, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local at, cur = nil, nil
 for l = lvl, 0, -1 do
-  cur = redis.call('HGET', KEYS[3 + l], id)
+  cur = redis.call('HGET', KEYS[2 + l], id)
   if cur then
     at = l
     break
   end
 end
 if mode == 'f' then
-  if at then redis.call('HDEL', KEYS[3 + at], id) end
-  return {1, epoch, layout, '', ''}
+  if at then redis.call('HDEL', KEYS[2 + at], id) end
+  return {1, epoch, '', ''}
 end
 local cv, cz, pz = -1, '', ''
 if cur then
   local a, b, c = string.match(cur, '^([^|]*)|([^|]*)|(.*)$')
   cv, cz, pz = tonumber(a), b, c
 end
-if v < cv or (v == cv and mode == 'l') then return {0, epoch, layout, '', cz} end
-if v == cv then return {2, epoch, layout, pz, cz} end
-local key = KEYS[3 + (at or lvl)]
+if v < cv or (v == cv and mode == 'l') then return {0, epoch, '', cz} end
+if v == cv then return {2, epoch, pz, cz} end
+local key = KEYS[2 + (at or lvl)]
 redis.call('HSET', key, id, ARGV[3] .. '|' .. z .. '|' .. cz)
 if exp then redis.call('PEXPIREAT', key, exp) end
 if not at then
@@ -50,7 +46,6 @@ if not at then
     lvl = lvl + 1
     cnt = 0
   end
-  redis.call('HSET', KEYS[2], 'l', string.format('%d', lvl), 'n', string.format('%d', cnt))
-  if exp then redis.call('PEXPIREAT', KEYS[2], exp) end
+  redis.call('HSET', KEYS[1], 'l', string.format('%d', lvl), 'n', string.format('%d', cnt))
 end
-return {1, epoch, layout, cz, z}
+return {1, epoch, cz, z}
