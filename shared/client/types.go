@@ -85,6 +85,10 @@ type LeaderboardDefinition struct {
 	// Regional boards keep a view per player region beside the global
 	// board; fixed once the board exists.
 	Regional bool `json:"regional,omitempty"`
+	// Partitions spreads each period's board in Redis over that many
+	// score-range partitions (1-64), for boards larger than one Redis
+	// shard; fixed once the board exists.
+	Partitions int `json:"partitions,omitempty"`
 }
 
 // Leaderboard is a stored definition.
@@ -100,6 +104,7 @@ type Leaderboard struct {
 	MaxN          int         `json:"max_n"`
 	Timezone      string      `json:"timezone"`
 	Regional      bool        `json:"regional"`
+	Partitions    int         `json:"partitions,omitempty"`
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
 	// CurrentPeriod names the period scores go to now (2026-11-21,
