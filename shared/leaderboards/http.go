@@ -127,6 +127,9 @@ type (
 		Neighbors  []neighbor `json:"neighbors"`
 		AsOf       time.Time  `json:"as_of"`
 		Degraded   bool       `json:"degraded,omitempty"`
+		// Approximate and RankError (present together): see Standing.
+		Approximate bool   `json:"approximate,omitempty"`
+		RankError   *int64 `json:"rank_error,omitempty"`
 	}
 	friendsBody struct {
 		PlayerID     string     `json:"player_id"`
@@ -547,7 +550,16 @@ func (a *API) PlayerRank(ctx context.Context, r *api.Request) (api.Response, err
 	return api.OK(rankBody{
 		PlayerID: player, Period: st.Period, Region: region, Score: st.Self.Score, Rank: st.Self.Rank, Percentile: st.Percentile,
 		Total: st.Total, Neighbors: neighbors(st.Neighbors), AsOf: st.AsOf, Degraded: st.Degraded,
+		Approximate: st.Approximate, RankError: rankError(st),
 	}), nil
+}
+
+// rankError is the bound of an estimated rank, nil for an exact one.
+func rankError(st Standing) *int64 {
+	if !st.Approximate {
+		return nil
+	}
+	return &st.RankError
 }
 
 // FriendsRank serves GET /v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank:

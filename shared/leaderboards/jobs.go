@@ -48,6 +48,11 @@ type JobScores interface {
 	// AddViews lists more.
 	Views(ctx context.Context, board, period string) ([]string, error)
 	AddViews(ctx context.Context, board, period string, regions []string) error
+	// HistogramTotal is how many scores a board period's histogram counts
+	// (kept is false when no histograms are kept); RecomputeHistogram rebuilds the histogram from the scores and says
+	// how many of its values were wrong.
+	HistogramTotal(ctx context.Context, board, period string) (total int64, kept bool, err error)
+	RecomputeHistogram(ctx context.Context, board, period string) (int64, error)
 }
 
 // Jobs are the leaderboards' tasks: rebuild the Redis boards, reconcile
@@ -332,6 +337,18 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 		w.Findings.Found("board", fmt.Sprintf("%s#%s: redis holds %d players, dynamodb %d", bp.Board, bp.Period, total, c.Read), false)
 		c.Drifted++
 	}
+	// The histogram: its total against the scores read (one query).
+	counted, kept, err := j.Scores.HistogramTotal(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return err
+	}
+	if kept && counted != c.Read {
+		w.Findings.Found("histogram", fmt.Sprintf("%s#%s: the histogram counts %d players, dynamodb holds %d", bp.Board, bp.Period, counted, c.Read), false)
+		if _, err := j.Scores.RecomputeHistogram(ctx, bp.Board, bp.Period); err != nil {
+			return err
+		}
+		w.Findings.Repaired++
+	}
 	if c.Drifted > 0 {
 		if err := j.rebuildWhole(ctx, d, bp.Period); err != nil {
 			return err
@@ -411,8 +428,8 @@ func (j *Jobs) recompute(ctx context.Context, d Definition, c *boardCursor, w *j
 	return w.Checkpoint(ctx, encode(*c))
 }
 
-// recount rewrites a board period's member count from its scores when it
-// differs, and returns the count.
+// recount rewrites a board period's member count and its histogram from
+// its scores when they differ, and returns the count.
 func (j *Jobs) recount(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64, error) {
 	counted, err := j.Scores.CountScores(ctx, bp.Board, bp.Period)
 	if err != nil {
@@ -428,6 +445,13 @@ func (j *Jobs) recount(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64
 			return 0, err
 		}
 		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", bp.Board, bp.Period, stored, counted), true)
+	}
+	rewritten, err := j.Scores.RecomputeHistogram(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return 0, err
+	}
+	if rewritten > 0 {
+		w.Findings.Found("histogram", fmt.Sprintf("%s#%s: %d histogram values rewritten", bp.Board, bp.Period, rewritten), true)
 	}
 	return counted, nil
 }

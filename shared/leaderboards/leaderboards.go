@@ -175,6 +175,20 @@ type Entry struct {
 	ReachedAt time.Time
 }
 
+// Placement is a player's entry and neighbours as the Scores store ranks
+// them without Redis, with the board period's size.
+type Placement struct {
+	Self   Entry
+	Window []Entry
+	Total  int64
+	// Approximate is set when the rank is an estimate (a big board, read
+	// from its score histogram instead of counted): the player's true rank
+	// lies within Self.Rank ± RankError, and the neighbours are ranked
+	// relative to the player.
+	Approximate bool
+	RankError   int64
+}
+
 // BoardPeriod names one period of one board.
 type BoardPeriod struct{ Board, Period string }
 
@@ -221,8 +235,10 @@ type Scores interface {
 	// the score-ordered index.
 	Top(ctx context.Context, d Definition, period string, from, n int) ([]Entry, error)
 	// Around returns the player's entry and up to k entries on each side,
-	// ranked, read from the score-ordered index; ErrNotRanked if unranked.
-	Around(ctx context.Context, d Definition, period, player string, k int) (Entry, []Entry, error)
+	// read from the score-ordered index, and the period's size; ranked
+	// exactly on a small board and near the top, else estimated with a
+	// bound (Placement.Approximate). ErrNotRanked if unranked.
+	Around(ctx context.Context, d Definition, period, player string, k int) (Placement, error)
 	// Scan calls fn with every score of a board period, in pages.
 	Scan(ctx context.Context, board, period string, fn func([]Score) error) error
 	// RemovePlayer deletes the player's score on d in one period ("" for

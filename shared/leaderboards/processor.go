@@ -2,6 +2,7 @@ package leaderboards
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -23,6 +24,14 @@ type Sync interface {
 	Apply(ctx context.Context, d Definition, period string, scores []Score) error
 }
 
+// Histograms keeps each board period's score histogram, from which a
+// rank on a big board is estimated without Redis. Tally applies the
+// newest change of each player's score, exactly once however often the
+// stream delivers it; a Removed score leaves the histogram.
+type Histograms interface {
+	Tally(ctx context.Context, board, period string, scores []Score) error
+}
+
 // Processor keeps the Redis boards in line with the Scores stream. Each
 // record carries the score's version, so the submit path's own write, a
 // redelivered record and an older record arriving late all leave the
@@ -37,10 +46,13 @@ type Processor struct {
 	Progress jobs.Positions
 	Defs     Definitions
 	Sync     Sync
-	Gen      cachegen.Generations
-	Clock    clock.Clock
-	Log      *slog.Logger
-	Metrics  *obs.Metrics
+	// Histograms, when set, are kept from the same changes; a batch whose
+	// histograms cannot be written is retried whole.
+	Histograms Histograms
+	Gen        cachegen.Generations
+	Clock      clock.Clock
+	Log        *slog.Logger
+	Metrics    *obs.Metrics
 
 	// Freshness records, after each batch, the newest score change
 	// applied: the as_of of board reads.
@@ -62,6 +74,7 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 		periods[bp] = append(periods[bp], s)
 	}
 	var dirty []string
+	var tallied error
 	defs := WithViews(p.Defs)
 	for _, bp := range order {
 		d, err := defs.Get(ctx, bp.Board)
@@ -77,11 +90,17 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 			dirty = append(dirty, dirtyKey(bp))
 		}
 		p.Metrics.Count("ScoresMirrored", len(periods[bp]), nil)
+		if p.Histograms != nil && tallied == nil {
+			tallied = p.Histograms.Tally(ctx, bp.Board, bp.Period, periods[bp])
+		}
 	}
 	if len(dirty) > 0 {
 		if err := p.Gen.MarkDirty(ctx, dirty, p.Clock.Now()); err != nil {
 			return err
 		}
+	}
+	if tallied != nil {
+		return fmt.Errorf("score histograms: %w", tallied)
 	}
 	p.Freshness.Applied(ctx, batch.NewestChange(Score.changedAt))
 	if err := p.Gen.Repair(ctx, cacheRepair{p}); err != nil {

@@ -81,6 +81,10 @@ type Standing struct {
 	Neighbors  []Entry
 	AsOf       time.Time
 	Degraded   bool
+	// Approximate is set when, without Redis, a big board's rank was
+	// estimated: the true rank lies within Self.Rank ± RankError.
+	Approximate bool
+	RankError   int64
 }
 
 // Result is the outcome of a submission as the game server sees it.
@@ -431,15 +435,15 @@ func (s *Service) rank(ctx context.Context, d Definition, period, player string,
 	}
 	if err != nil {
 		st.Degraded, st.AsOf = true, s.Clock.Now()
-		if self, window, err = s.Scores.Around(ctx, d, period, player, k); err != nil {
-			if errors.Is(err, ErrNotRanked) {
-				return Standing{}, notRanked(player, d.ID, period)
-			}
+		pl, err := s.Scores.Around(ctx, d, period, player, k)
+		if errors.Is(err, ErrNotRanked) {
+			return Standing{}, notRanked(player, d.ID, period)
+		}
+		if err != nil {
 			return Standing{}, err
 		}
-		if total, err = s.Scores.Members(ctx, d.ID, period); err != nil {
-			return Standing{}, err
-		}
+		self, window, total = pl.Self, pl.Window, pl.Total
+		st.Approximate, st.RankError = pl.Approximate, pl.RankError
 	} else {
 		st.AsOf = s.Freshness.AsOf(ctx, asOf)
 	}

@@ -300,7 +300,8 @@ var (
 	PlayerRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank, percentile and neighbours",
-		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, counterReads}, Redis: true},
+		// Without Redis, a big board's rank comes from its score histogram (Counters).
+		Uses: Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, On(schema.Counters, GetItem|Query)}, Redis: true},
 	}
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -497,7 +498,9 @@ var LeaderboardProcessor = Processor{
 	Uses: Uses{
 		Calls: []Call{
 			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query),
-			On(schema.Counters, GetItem|Query|UpdateItem|DeleteItem|BatchWriteItem),
+			// The score histograms: markers read in batches, moved in
+			// transactions with the bucket counts.
+			On(schema.Counters, GetItem|BatchGetItem|Query|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 		},
 		Redis: true,
 	},
@@ -657,7 +660,8 @@ var JobRunner = Processor{
 			On(schema.Jobs, GetItem|PutItem|UpdateItem),
 			OnIndex(schema.Jobs, schema.IndexJobsRunning, Query), OnIndex(schema.Jobs, schema.IndexJobsByKind, Query),
 			OnIndex(schema.Reactions, schema.IndexReactionsByTarget, Query|Scan), OnIndex(schema.Reactions, schema.IndexReactionsUntrended, Query),
-			On(schema.Counters, Query|Scan|UpdateItem),
+			// A recompute rewrites score histograms and their markers.
+			On(schema.Counters, BatchGetItem|Query|Scan|UpdateItem|BatchWriteItem),
 			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
 		},

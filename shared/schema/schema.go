@@ -163,6 +163,9 @@ const (
 	// time of the newest change it applied, and when it applied it.
 	AttrNewestChange = "newest_change"
 	AttrAppliedAt    = "applied_at"
+	// AttrBucket is, on a histogram marker, the bucket the player's score
+	// is counted in.
+	AttrBucket = "bucket"
 )
 
 // Idempotency attributes.
@@ -317,10 +320,13 @@ var Counters = Table{
 //	ship#{event id}              ship               an event the analytics shipper delivered: expires_at (analytics)
 //	erasure#{user hash}          {kind}#{target}    a counter version a pending erasure waits for: ver, expires_at (privacy)
 //	watermark#{processor}        watermark          how far a stream processor got: newest_change, applied_at (freshness)
+//	hist#{board}#{period}        {group}            one slice of a board period's score histogram: a count per bucket, attributes b000…b127 (leaderboards/dynamo)
+//	histmark#{player}            {board}#{period}   the score version and bucket the histogram counts for the player: ver, bucket (leaderboards/dynamo)
 //
 // A total also names the last intent written with it (intent). No reaction
-// kind (reactions.Kind) is applied, intent, snapshot, cache, ship, erasure
-// or watermark, so a target's partition never falls in another family.
+// kind (reactions.Kind) is applied, intent, snapshot, cache, ship, erasure,
+// watermark, hist or histmark, so a target's partition never falls in
+// another family.
 const (
 	CountersTotalSK        = "total"
 	CountersAppliedPrefix  = "applied#"
@@ -337,6 +343,12 @@ const (
 	// name (routes.Processor.Function).
 	CountersWatermarkPrefix = "watermark#"
 	CountersWatermarkSK     = "watermark"
+	// CountersHistogramPrefix keys a board period's score histogram;
+	// CountersHistogramMarkPrefix a player's histogram markers, one per
+	// board period they are counted in (a player's partition, so the
+	// processor's marker writes spread like the players).
+	CountersHistogramPrefix     = "hist#"
+	CountersHistogramMarkPrefix = "histmark#"
 )
 
 // Idempotency holds HTTP idempotency records keyed by route, caller and key.

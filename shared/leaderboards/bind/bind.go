@@ -29,7 +29,7 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
 	h := &leaderboards.API{Service: svc, Cursors: d.Cursors}
 	p := &leaderboards.Processor{
-		Decode: dynamo.ScoreFromRecord, Defs: defs, Sync: m, Gen: gen,
+		Decode: dynamo.ScoreFromRecord, Defs: defs, Sync: m, Histograms: scores, Gen: gen,
 		Rebuilds: &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: m, Clock: d.Clock},
 		Progress: cachegen.Progress{Redis: d.Redis, Scope: mirror.Scope},
 		Clock:    d.Clock, Log: d.Log, Metrics: d.Metrics,
@@ -57,9 +57,10 @@ func Definitions(d *app.Deps) *dynamo.Definitions {
 	return &dynamo.Definitions{DB: d.DB, Table: d.Table(schema.Leaderboards), Clock: d.Clock}
 }
 
-// Scores is the store of scores and submissions.
+// Scores is the store of scores and submissions, and of the boards'
+// score histograms.
 func Scores(d *app.Deps) *dynamo.Scores {
-	return &dynamo.Scores{DB: d.DB, Table: d.Table(schema.Scores), Events: d.Table(schema.ScoreEvents), Clock: d.Clock}
+	return &dynamo.Scores{DB: d.DB, Table: d.Table(schema.Scores), Events: d.Table(schema.ScoreEvents), Counters: d.Table(schema.Counters), Clock: d.Clock}
 }
 
 // Eraser erases a player's scores and submissions.

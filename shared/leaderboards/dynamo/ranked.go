@@ -220,33 +220,50 @@ func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period stri
 	return entries[min(from-1, len(entries)):], nil
 }
 
-// Around returns the player's entry and up to k entries on each side. The
-// rank is one more than the number of keys before the player's; under
-// Shared the window's first entry is ranked by the number of strictly
-// better scores, counted the same way against its score's key prefix.
-func (s *Scores) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Entry, []leaderboards.Entry, error) {
-	cur, err := s.read(ctx, d.ID, period, player)
-	if err != nil {
-		return leaderboards.Entry{}, nil, err
+// Around returns the player's entry, up to k entries on each side and
+// the period's size. Counted exactly, the rank is one more than the number
+// of keys before the player's; under Shared the window's first entry is
+// ranked by the number of strictly better scores, counted the same way
+// against its score's key prefix. Counting costs reads in proportion to
+// the rank, so on a board of EstimateFrom members or more the rank is
+// estimated from the histogram (see estimate) unless the histogram puts
+// the player within the top ExactTop; the neighbours then take their
+// ranks from the player's.
+func (s *Scores) Around(ctx context.Context, d leaderboards.Definition, period, player string, k int) (leaderboards.Placement, error) {
+	var cur *leaderboards.Score
+	var total int64
+	var hist Histogram
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { cur, err = s.read(gctx, d.ID, period, player); return })
+	g.Go(func() (err error) { total, err = s.Members(gctx, d.ID, period); return })
+	g.Go(func() (err error) { hist, err = s.Histogram(gctx, d.ID, period); return })
+	if err := g.Wait(); err != nil {
+		return leaderboards.Placement{}, err
 	}
 	if cur == nil {
-		return leaderboards.Entry{}, nil, leaderboards.ErrNotRanked
+		return leaderboards.Placement{}, leaderboards.ErrNotRanked
 	}
 	key := RankKey(d.Order, cur.Score, cur.ReachedAt, player)
 	own := scorePart(d.Order, cur.Score)
+	est, approximate := s.estimate(d.Order, hist, total, cur.Score)
 	var ahead, betterThanOwn int64
 	var before, after []string
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { ahead, err = s.countBefore(gctx, d.ID, period, key); return })
-	if d.TieBreak == leaderboards.Shared {
-		g.Go(func() (err error) { betterThanOwn, err = s.countBefore(gctx, d.ID, period, own); return })
+	g, gctx = errgroup.WithContext(ctx)
+	if !approximate {
+		g.Go(func() (err error) { ahead, err = s.countBefore(gctx, d.ID, period, key); return })
+		if d.TieBreak == leaderboards.Shared {
+			g.Go(func() (err error) { betterThanOwn, err = s.countBefore(gctx, d.ID, period, own); return })
+		}
 	}
 	if k > 0 {
 		g.Go(func() (err error) { before, err = s.nearest(gctx, d.ID, period, key, false, k); return })
 		g.Go(func() (err error) { after, err = s.nearest(gctx, d.ID, period, key, true, k); return })
 	}
 	if err := g.Wait(); err != nil {
-		return leaderboards.Entry{}, nil, err
+		return leaderboards.Placement{}, err
+	}
+	if approximate {
+		ahead, betterThanOwn = est.rank-1, est.rank-1
 	}
 	// The index trails the table a little: drop a stale key of the player,
 	// whose current score comes from the table.
@@ -260,23 +277,64 @@ func (s *Scores) Around(ctx context.Context, d leaderboards.Definition, period, 
 	}
 	window, err := decodeKeys(d.Order, keys)
 	if err != nil {
-		return leaderboards.Entry{}, nil, err
+		return leaderboards.Placement{}, err
 	}
 	first := slices.Index(keys, key)
 	offset := int(ahead) - first
 	better := betterThanOwn
 	if d.TieBreak == leaderboards.Shared && window[0].Score != cur.Score {
-		if better, err = s.countBefore(ctx, d.ID, period, scorePart(d.Order, window[0].Score)); err != nil {
-			return leaderboards.Entry{}, nil, err
+		if approximate {
+			// The first entry of the player's score takes the estimate.
+			tied := slices.IndexFunc(window, func(e leaderboards.Entry) bool { return e.Score == cur.Score })
+			offset = int(est.rank-1) - tied
+			better = int64(offset)
+		} else if better, err = s.countBefore(ctx, d.ID, period, scorePart(d.Order, window[0].Score)); err != nil {
+			return leaderboards.Placement{}, err
 		}
 	}
 	leaderboards.Rank(d.Order, d.TieBreak, window, offset, int(better))
 	for _, e := range window {
 		if e.PlayerID == player {
-			return e, window, nil
+			return leaderboards.Placement{Self: e, Window: window, Total: total, Approximate: approximate, RankError: est.err}, nil
 		}
 	}
-	return leaderboards.Entry{}, nil, fmt.Errorf("rank %s/%s/%s: the player fell out of their own window", d.ID, period, player)
+	return leaderboards.Placement{}, fmt.Errorf("rank %s/%s/%s: the player fell out of their own window", d.ID, period, player)
+}
+
+// estimated is a rank read from a histogram: the true rank lies within
+// rank ± err.
+type estimated struct{ rank, err int64 }
+
+// estimate places a score on a board of order o from its histogram h, if
+// the board is big enough (members, by its member count) and the player
+// not within the top. The players in better buckets rank ahead; the
+// player is somewhere among their own bucket's, so the estimate is the
+// middle of that run, and its bound half the bucket. A histogram that
+// counts more or fewer players than the board holds (changes the stream
+// has not brought yet) widens the bound by the difference; one far off
+// (being rebuilt) is not used.
+func (s *Scores) estimate(o leaderboards.Order, h Histogram, members, score int64) (estimated, bool) {
+	from, top := s.EstimateFrom, s.ExactTop
+	if from <= 0 {
+		from = DefaultEstimateFrom
+	}
+	if top <= 0 {
+		top = DefaultExactTop
+	}
+	drift := members - h.Total
+	if drift < 0 {
+		drift = -drift
+	}
+	if members < from || h.Total < from || drift > members/10 {
+		return estimated{}, false
+	}
+	better, own := h.Place(o, score)
+	lo, hi := max(1, better+1-drift), better+max(own, 1)+drift
+	if hi <= top {
+		return estimated{}, false
+	}
+	rank := (lo + hi) / 2
+	return estimated{rank: rank, err: hi - rank}, true
 }
 
 func decodeKeys(o leaderboards.Order, keys []string) ([]leaderboards.Entry, error) {

@@ -100,7 +100,8 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 		go func() {
 			defer wg.Done()
 			for q := range queries {
-				me, window, err := s.scores.Around(ctx, d, period, q.player, q.k)
+				pl, err := s.scores.Around(ctx, d, period, q.player, q.k)
+				me, window := pl.Self, pl.Window
 				if err != nil {
 					t.Errorf("around %s k=%d: %v", q.player, q.k, err)
 					continue
@@ -127,7 +128,7 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 	wg.Wait()
 	t.Logf("%d around reads in %s", reads, time.Since(start).Round(time.Millisecond))
 
-	if _, _, err := s.scores.Around(ctx, d, period, "nobody", 4); !errors.Is(err, leaderboards.ErrNotRanked) {
+	if _, err := s.scores.Around(ctx, d, period, "nobody", 4); !errors.Is(err, leaderboards.ErrNotRanked) {
 		t.Fatalf("around an unranked player: %v, want ErrNotRanked", err)
 	}
 	scanned := 0

@@ -34,8 +34,17 @@ type Scores struct {
 	DB     ddb.DB
 	Table  string // Scores
 	Events string // ScoreEvents
+	// Counters holds the boards' score histograms (see Tally); empty: no
+	// histograms are kept, and a rank without Redis is always counted.
+	Counters string
 	// Clock stamps recorded_at and updated_at; nil means the wall clock.
 	Clock clock.Clock
+
+	// EstimateFrom is the member count from which a rank without Redis
+	// is estimated from the histogram (DefaultEstimateFrom when 0), and
+	// ExactTop the rank down to which it is still counted, which is
+	// cheap there (DefaultExactTop when 0).
+	EstimateFrom, ExactTop int64
 }
 
 var _ leaderboards.Scores = (*Scores)(nil)
