@@ -377,6 +377,15 @@ func (s *Scores) RecomputeHistogram(ctx context.Context, board, period string) (
 			groups[group(b)] = true
 		}
 	}
+	if err := s.putGroups(ctx, board, period, want, groups); err != nil {
+		return 0, err
+	}
+	return rewritten, nil
+}
+
+// putGroups writes the histogram's groups named from want, whole (a group
+// left empty is deleted).
+func (s *Scores) putGroups(ctx context.Context, board, period string, want Histogram, groups map[int]bool) error {
 	var writes []types.WriteRequest
 	for g := range groups {
 		item := s.histogramKey(board, period, g)
@@ -392,9 +401,9 @@ func (s *Scores) RecomputeHistogram(ctx context.Context, board, period string) (
 		}
 	}
 	if err := ddb.BatchWrite(ctx, s.DB, s.Counters, writes); err != nil {
-		return 0, unavailable(err, fmt.Sprintf("rewrite the histogram of %s/%s", board, period))
+		return unavailable(err, fmt.Sprintf("rewrite the histogram of %s/%s", board, period))
 	}
-	return rewritten, nil
+	return nil
 }
 
 // HistogramTotal is how many scores a board period's histogram counts;
