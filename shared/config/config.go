@@ -64,6 +64,11 @@ type Config struct {
 	// CacheCheckEvery is how long a handler trusts its last check of the
 	// cache generation before checking again.
 	CacheCheckEvery time.Duration
+	// RankEstimateFrom is the member count from which a board's rank read
+	// without Redis is estimated from its score histogram instead of
+	// counted; RankExactTop the rank down to which it is counted all the
+	// same (cheap there).
+	RankEstimateFrom, RankExactTop int64
 	// SnapshotEvery is how often processors store top-N snapshots for
 	// reads while Redis is down.
 	SnapshotEvery time.Duration
@@ -189,6 +194,12 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.YoungAccountAge, err = durationEnv("RALLY_YOUNG_ACCOUNT_AGE", 24*time.Hour); err != nil {
+		return c, err
+	}
+	if c.RankEstimateFrom, err = intEnv("RALLY_RANK_ESTIMATE_FROM", 10_000); err != nil {
+		return c, err
+	}
+	if c.RankExactTop, err = intEnv("RALLY_RANK_EXACT_TOP", 1_000); err != nil {
 		return c, err
 	}
 	if err := tablesNamed(c); err != nil {

@@ -60,7 +60,10 @@ func Definitions(d *app.Deps) *dynamo.Definitions {
 // Scores is the store of scores and submissions, and of the boards'
 // score histograms.
 func Scores(d *app.Deps) *dynamo.Scores {
-	return &dynamo.Scores{DB: d.DB, Table: d.Table(schema.Scores), Events: d.Table(schema.ScoreEvents), Counters: d.Table(schema.Counters), Clock: d.Clock}
+	return &dynamo.Scores{
+		DB: d.DB, Table: d.Table(schema.Scores), Events: d.Table(schema.ScoreEvents), Counters: d.Table(schema.Counters), Clock: d.Clock,
+		EstimateFrom: d.Config.RankEstimateFrom, ExactTop: d.Config.RankExactTop,
+	}
 }
 
 // Eraser erases a player's scores and submissions.
