@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,7 +258,7 @@ func (h *histBoard) probe(t testing.TB, players []string, k int) rankStats {
 		switch {
 		case !pl.Approximate && diff != 0:
 			t.Fatalf("%s: exact rank %d, the model's %d", p, pl.Self.Rank, want.Rank)
-		case !pl.Approximate && want.Rank > exactTop && int64(len(h.live)) >= estimateFrom && pl.Total >= estimateFrom:
+		case !pl.Approximate && int64(want.Rank) > h.scores.ExactTop && int64(len(h.live)) >= h.scores.EstimateFrom:
 			t.Fatalf("%s at rank %d of %d was counted, not estimated", p, want.Rank, len(h.live))
 		case !pl.Approximate:
 			st.exactNearTheTop++
@@ -459,4 +461,65 @@ func checkHistogramRanks(t *testing.T, o leaderboards.Order, tb leaderboards.Tie
 	h.put(t, []leaderboards.Score{s})
 	h.tally(t, []leaderboards.Score{s})
 	h.histogramIsTheModels(t, "after a change past the recompute")
+}
+
+// TestHistogramRanksAtAMillion measures the Redis-less rank of a board of
+// a million members (RALLY_BENCH_HIST_MEMBERS) with the production
+// thresholds: the error of the estimated ranks against the brute-force
+// model over spread probes, and the DynamoDB reads per rank request.
+// Opt-in (RALLY_BENCH_SCALE=1): the scores are written with
+// BatchWriteItem and the histogram from the same buckets Tally keeps
+// (HistogramOf), not through a million transactions. DynamoDB Local keeps
+// the tables on the Java heap: give it room (JAVA_TOOL_OPTIONS=-Xmx12g).
+func TestHistogramRanksAtAMillion(t *testing.T) {
+	if os.Getenv("RALLY_BENCH_SCALE") == "" {
+		t.Skip("opt-in: RALLY_BENCH_SCALE=1")
+	}
+	n := 1_000_000
+	if v := os.Getenv("RALLY_BENCH_HIST_MEMBERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	h := newHistBoard(t, leaderboards.Desc, leaderboards.Earliest)
+	h.scores.EstimateFrom, h.scores.ExactTop = dynamo.DefaultEstimateFrom, dynamo.DefaultExactTop
+	rng := rand.New(rand.NewPCG(42, 42))
+	all := make([]leaderboards.Score, n)
+	for i := range all {
+		all[i] = leaderboards.Score{Board: h.d.ID, Period: leaderboards.AllTime, PlayerID: fmt.Sprintf("p%07d", i),
+			Score: drawScore(rng), ReachedAt: t0.Add(time.Duration(rng.IntN(86_400_000)) * time.Millisecond), Version: 1, UpdatedAt: t0}
+	}
+	start := time.Now()
+	for chunk := range slices.Chunk(all, 100_000) {
+		h.put(t, chunk)
+		fmt.Fprintf(os.Stderr, "histogram bench: %d scores written, %v\n", len(h.live), time.Since(start).Round(time.Second))
+	}
+	hist := dynamo.HistogramOf(all)
+	if err := h.scores.PutHistogram(ctx, h.d.ID, leaderboards.AllTime, hist); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d scores and a histogram of %d buckets written in %v", n, len(hist.Counts), time.Since(start).Round(time.Second))
+
+	probes := testenv.Scale(2_000, 10_000)
+	start = time.Now()
+	st := h.probe(t, h.probes(probes), 0)
+	t.Logf("%d members, k=0: %s (%v)", n, st, time.Since(start).Round(time.Millisecond))
+	// With neighbours: the rank's reads, and the index queries the
+	// neighbours take (two per index shard).
+	ranked, _ := h.model()
+	var reads, rankReads int64
+	const withNeighbours = 50
+	for i := range withNeighbours {
+		p := ranked[len(ranked)/2+i*997].PlayerID
+		before := h.db.reads.Load()
+		if _, err := h.scores.Around(ctx, h.d, leaderboards.AllTime, p, 4); err != nil {
+			t.Fatal(err)
+		}
+		reads += h.db.reads.Load() - before
+	}
+	rankReads = st.sumReads / int64(max(1, st.readsProbed))
+	t.Logf("%d members, k=4: %.1f reads per rank request (%d for the rank, the rest the neighbours' index queries)",
+		n, float64(reads)/withNeighbours, rankReads)
 }
