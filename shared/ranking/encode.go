@@ -57,12 +57,7 @@ func splitMember(m string) (ms uint64, id string, err error) {
 
 // zscore is the sorted-set score of a score: Redis ranks ascending, so Desc
 // boards store the negation.
-func zscore(o Order, score int64) string {
-	if o == Desc {
-		score = -score
-	}
-	return strconv.FormatInt(score, 10)
-}
+func zscore(o Order, score int64) string { return strconv.FormatInt(flip(o, score), 10) }
 
 // parseZScore reverses zscore. Redis prints integral doubles up to 2^53 as
 // plain integers; anything else means the board holds a sum out of range.

@@ -68,7 +68,7 @@ func (e *Engine) Partitions(ctx context.Context, b Board) ([]Partition, error) {
 		for i, v := range views {
 			out[i] = Partition{Tag: b.part(lay.Read[i].G).Tag, Members: v.total}
 			if lo := lay.Read[i].Lo; lo != nil {
-				best := mustZ(b.Order, *lo)
+				best := flip(b.Order, *lo)
 				out[i].Best = &best
 			}
 		}
@@ -378,7 +378,7 @@ func (e *Engine) copyEntries(ctx context.Context, b Board, k boardKeys, epoch in
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return err
 		}
-		it := Item{ID: id, Score: mustZ(b.Order, z), ReachedAt: reachedTime(ms), Version: ver}
+		it := Item{ID: id, Score: flip(b.Order, z), ReachedAt: reachedTime(ms), Version: ver}
 		g := newLayout[newLayout.at(z)].G
 		if _, ok := ops[g]; !ok {
 			order = append(order, g)

@@ -12,13 +12,14 @@ package ranking
 //
 //	rank = entries in better partitions + rank inside the partition.
 //
-// The board's own hash tag keeps its home: the layout (the partitions'
-// bounds, an epoch that goes up with every change) and a location index
-// (ID -> version, score, previous score) that orders the writes of an ID
-// and says which partition held it before, so a score that crosses a
-// bound leaves its old partition. A write is two round trips: route it at
-// home, then apply it in its partitions, each version-guarded as on any
-// board, so retries and reordering change nothing.
+// The board's own hash tag keeps its layout (the partitions' bounds, an
+// epoch that goes up with every change). A location index (ID -> version,
+// score, previous score), spread over locShards shards under hash tags of
+// their own, orders the writes of an ID and says which partition held it
+// before, so a score that crosses a bound leaves its old partition. A
+// write is two round trips: route it through its location, then apply it
+// in its partitions, each version-guarded as on any board, so retries and
+// reordering change nothing.
 //
 // Bounds move while the board serves (see move.go). While a move runs,
 // writes go to the partitions of both the old and the new layout; the old
@@ -408,7 +409,7 @@ func (b Board) partOps(items []Item, rs []routed) ([]string, map[string][]partOp
 		it := items[i]
 		var targets []string
 		if !it.Removed {
-			targets = r.lay.writeGens(mustZ(b.Order, it.Score))
+			targets = r.lay.writeGens(flip(b.Order, it.Score))
 			for _, g := range targets {
 				add(g, partOp{item: i, it: it, epoch: r.lay.Epoch, counts: true})
 			}
@@ -429,7 +430,9 @@ func (b Board) partOps(items []Item, rs []routed) ([]string, map[string][]partOp
 	return order, ops, nil
 }
 
-func mustZ(o Order, score int64) int64 {
+// flip turns a score into its sorted-set score and back: Desc boards
+// store the negation.
+func flip(o Order, score int64) int64 {
 	if o == Desc {
 		return -score
 	}

@@ -111,7 +111,7 @@ func (l *Loader) addPartitioned(ctx context.Context, items []Item) error {
 		if it.Removed {
 			continue
 		}
-		g := l.lay.Read[l.lay.Read.at(mustZ(l.b.Order, it.Score))].G
+		g := l.lay.Read[l.lay.Read.at(flip(l.b.Order, it.Score))].G
 		sub, ok := l.parts[g]
 		if !ok {
 			return fmt.Errorf("load into %s: partition %s: %w", l.b, g, ErrLoadSuperseded)
