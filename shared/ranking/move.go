@@ -158,7 +158,8 @@ func (e *Engine) Rebalance(ctx context.Context, b Board) (bool, error) {
 	return err == nil, err
 }
 
-// idleLayout returns the board's current layout when no move runs.
+// idleLayout returns a copy of the board's current layout when no move
+// runs.
 func (e *Engine) idleLayout(ctx context.Context, b Board) (*layout, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func (e *Engine) idleLayout(ctx context.Context, b Board) (*layout, error) {
 	if lay.Move != nil {
 		return nil, fmt.Errorf("%s: %w", b, ErrMoveRunning)
 	}
-	return lay, nil
+	return lay.clone(), nil // edited by gen; the cached one is shared
 }
 
 // gen hands out the next partition generation of a layout being edited.

@@ -198,8 +198,9 @@ func (e *Engine) pagePartitioned(ctx context.Context, b Board, from, n int, ro r
 				if !covers(asked, need, views) {
 					need = coveredPart(asked, need, views)
 				}
-				entries, total = b.assemblePage(views, asked, need), sumTotals(views)
-				return nil
+				entries, total = nil, sumTotals(views)
+				entries, err = b.assemblePage(views, asked, need)
+				return err
 			}
 			sizes = actual
 		}
@@ -269,21 +270,24 @@ func coveredPart(asked, need [][2]int64, views []partView) [][2]int64 {
 
 // assemblePage ranks what each partition returned and keeps the part of
 // it the page needs.
-func (b Board) assemblePage(views []partView, asked, need [][2]int64) []Entry {
+func (b Board) assemblePage(views []partView, asked, need [][2]int64) ([]Entry, error) {
 	var out []Entry
 	var before int64
 	for i, v := range views {
 		if need[i][0] >= 0 && asked[i][0] >= 0 && len(v.rng) > 0 {
 			ranked, err := b.window(v.rng, before+asked[i][0], before+v.rangeBetter)
+			if err != nil {
+				return nil, err
+			}
 			lo := need[i][0] - asked[i][0]
 			hi := min(lo+need[i][1], int64(len(ranked)))
-			if err == nil && lo >= 0 && lo < hi {
+			if lo >= 0 && lo < hi {
 				out = append(out, ranked[lo:hi]...)
 			}
 		}
 		before += v.total
 	}
-	return out
+	return out, nil
 }
 
 // sizesOf returns the partition sizes the last read of b saw under lay,
