@@ -69,6 +69,10 @@ type Config struct {
 	// counted; RankExactTop the rank down to which it is counted all the
 	// same (cheap there).
 	RankEstimateFrom, RankExactTop int64
+	// PartitionAt is the member count past which a leaderboard period
+	// defined without "partitions" is converted, in Redis, from one
+	// sorted set to score-range partitions that spread over a cluster.
+	PartitionAt int64
 	// SnapshotEvery is how often processors store top-N snapshots for
 	// reads while Redis is down.
 	SnapshotEvery time.Duration
@@ -201,6 +205,12 @@ func FromEnv() (Config, error) {
 	}
 	if c.RankExactTop, err = intEnv("RALLY_RANK_EXACT_TOP", 1_000); err != nil {
 		return c, err
+	}
+	if c.PartitionAt, err = intEnv("RALLY_PARTITION_AT", 5_000_000); err != nil {
+		return c, err
+	}
+	if c.PartitionAt < 1 {
+		return c, fmt.Errorf("config: RALLY_PARTITION_AT=%d must be positive", c.PartitionAt)
 	}
 	if err := tablesNamed(c); err != nil {
 		return c, err

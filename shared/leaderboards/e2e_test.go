@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	lbbind "github.com/rallyhq/rally/shared/leaderboards/bind"
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -25,7 +23,9 @@ import (
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/leaderboards"
+	lbbind "github.com/rallyhq/rally/shared/leaderboards/bind"
 	"github.com/rallyhq/rally/shared/leaderboards/mirror"
 	"github.com/rallyhq/rally/shared/ranking"
 	"github.com/rallyhq/rally/shared/routes"
@@ -267,7 +267,7 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Redis(t)
 	s, c := startStack(t, srv.URL())
-	models, friends := playTheModel(t, s, c, testenv.Scale(240, 1200), 0)
+	models, friends := playTheModel(t, s, c, testenv.Scale(240, 1200))
 	check(t, c, models, friends, false, 0)
 
 	// Redis down: ranks are counted in DynamoDB, a few hundred
@@ -292,17 +292,24 @@ func TestBoardsEqualABruteForceSortOfWhatWasSubmitted(t *testing.T) {
 }
 
 // The same model on a local Redis Cluster of three nodes, as ElastiCache
-// runs one, with every board defined with "partitions": 4: each board's
+// runs one. Two boards are defined with "partitions": 4: each board's
 // score-range partitions under their own hash tags, on whichever shards
-// own them. The processor and the reconcile job split the boards as they
-// fill; reads equal the model before and after, after Redis lost
-// everything and the boards were rebuilt, and after an erasure.
+// own them. The other two are defined without, and outgrow the
+// partitioning threshold (15 members here, RALLY_PARTITION_AT): each
+// starts as one sorted set and is converted to partitions while it
+// serves. The processor and the reconcile job split and convert the
+// boards as they fill; reads equal the model before and after, after
+// Redis lost everything and the boards were rebuilt, and after an
+// erasure.
 func TestBoardsEqualTheModelOnARedisCluster(t *testing.T) {
 	t.Parallel()
 	cl := testenv.RedisCluster(t)
-	s := stacktest.Start(t, stack.Options{RedisURL: cl.URL(), RedisCluster: true})
+	const threshold = 15
+	s := stacktest.Start(t, stack.Options{RedisURL: cl.URL(), RedisCluster: true, Configure: func(c *config.Config) {
+		c.PartitionAt = threshold
+	}})
 	c := apitest.New(t, s)
-	models, friends := playTheModel(t, s, c, testenv.Scale(160, 1200), 4)
+	models, friends := playTheModel(t, s, c, testenv.Scale(160, 1200), 4, 0)
 	check(t, c, models, friends, false, 0)
 
 	ctx := context.Background()
@@ -315,8 +322,12 @@ func TestBoardsEqualTheModelOnARedisCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(parts) != 4 {
-			t.Fatalf("%s after a reconcile: %d partitions, want 4", m.b.ID, len(parts))
+		switch {
+		case m.b.Partitions > 0 && len(parts) != m.b.Partitions:
+			t.Fatalf("%s after a reconcile: %d partitions, want %d", m.b.ID, len(parts), m.b.Partitions)
+		case m.b.Partitions == 0 && (len(parts) < 2 || len(parts) > (len(m.scores)+threshold/2-1)/(threshold/2)):
+			// Converted: about threshold/2 members per partition.
+			t.Fatalf("%s (%d members) after a reconcile: %d partitions, want about %d members each", m.b.ID, len(m.scores), len(parts), threshold/2)
 		}
 	}
 	check(t, c, models, friends, false, 0)
@@ -361,7 +372,8 @@ func TestBoardsEqualTheModelOnARedisCluster(t *testing.T) {
 // has players submit to them at once, redelivers stale and repeated
 // stream records, gives some players friends, and returns the model of
 // each board and the friend lists.
-func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players, partitions int) ([]*model, map[string][]string) {
+// partitions, when given, are the boards' "partitions" in turn.
+func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players int, partitions ...int) ([]*model, map[string][]string) {
 	t.Helper()
 	s.Clock().Set(time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC))
 	boards := []board{
@@ -372,7 +384,10 @@ func playTheModel(t *testing.T, s *stack.Stack, c *apitest.Client, players, part
 	}
 	models := make([]*model, len(boards))
 	for i, b := range boards {
-		b.Title, b.MaxN, b.Timezone, b.Partitions = "Board "+b.ID, 1000, "UTC", partitions
+		b.Title, b.MaxN, b.Timezone = "Board "+b.ID, 1000, "UTC"
+		if len(partitions) > 0 {
+			b.Partitions = partitions[i%len(partitions)]
+		}
 		define(t, c, b)
 		models[i] = newModel(b)
 	}

@@ -363,13 +363,16 @@ func (j *Jobs) reconcile(ctx context.Context, d Definition, c *boardCursor, w *j
 }
 
 // rebalance moves a partitioned board period's partition bounds until
-// each holds about its share (a move cut short by the deadline resumes
-// at the next run; see ranking.Engine.Rebalance).
+// each holds about its share, and converts to partitions a board defined
+// without them that outgrew one sorted set (a move or conversion cut
+// short by the deadline resumes at the next run; see
+// ranking.Engine.Rebalance).
 func (j *Jobs) rebalance(ctx context.Context, d Definition, period string) error {
+	limit := 4 * d.Partitions
 	if d.Partitions == 0 {
-		return nil
+		limit = 4 * MaxPartitions // a conversion, then its splits
 	}
-	for moves := 0; moves < 4*d.Partitions; moves++ {
+	for moves := 0; moves < limit; moves++ {
 		moved, err := j.Cache.Rebalance(ctx, d, period)
 		if err != nil || !moved {
 			return err

@@ -98,7 +98,8 @@ type Definition struct {
 	// Partitions, when above 0, spreads each period's board in Redis over
 	// that many score-range partitions, each under its own hash tag, so a
 	// board larger than one Redis shard spreads over a cluster; fixed when
-	// the board is created.
+	// the board is created. At 0 a period's board starts as one sorted set
+	// and is partitioned once it outgrows a threshold (RALLY_PARTITION_AT).
 	Partitions int
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

@@ -25,7 +25,7 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 	if err := dst.validate(); err != nil {
 		return err
 	}
-	if dst.Partitions > 0 {
+	if dst.Partitions > 0 || dst.auto() {
 		return invalid("sum into %s: a partitioned board cannot be a sum", dst)
 	}
 	if ttl < time.Millisecond {
@@ -37,7 +37,7 @@ func (e *Engine) Sum(ctx context.Context, dst Board, srcs []Board, ttl time.Dura
 		if err := s.validate(); err != nil {
 			return err
 		}
-		if s.Tag != dst.Tag || s.Order != dst.Order || s.Partitions > 0 {
+		if s.Tag != dst.Tag || s.Order != dst.Order || s.Partitions > 0 || s.auto() {
 			return invalid("sum into %s: source %s has another tag or order", dst, s)
 		}
 		keys = append(keys, s.keys().live())
@@ -63,6 +63,22 @@ func (e *Engine) Expire(ctx context.Context, b Board, ttl time.Duration) error {
 	if b.Partitions > 0 {
 		return e.expirePartitioned(ctx, b, ttl)
 	}
+	if b.auto() {
+		// The set's meta keeps the deadline either way; partitions, once
+		// the board has them, take it too.
+		if err := e.expireSet(ctx, b, ttl); err != nil {
+			return err
+		}
+		if sh, err := e.shapeOf(ctx, b, true); err != nil || sh.kind == shapeSet {
+			return err
+		}
+		return e.expirePartitioned(ctx, b.parted(), ttl)
+	}
+	return e.expireSet(ctx, b, ttl)
+}
+
+// expireSet is Expire on one sorted set.
+func (e *Engine) expireSet(ctx context.Context, b Board, ttl time.Duration) error {
 	k := b.keys()
 	v, err := e.run(ctx, expireScript, k.heads(), ttl.Milliseconds())
 	if err != nil {
@@ -99,6 +115,12 @@ func (e *Engine) Delete(ctx context.Context, b Board) error {
 	}
 	if b.Partitions > 0 {
 		return e.deletePartitioned(ctx, b)
+	}
+	if b.auto() {
+		e.shapes.Delete(b.String())
+		if err := e.deletePartitioned(ctx, b.parted()); err != nil {
+			return err
+		}
 	}
 	return e.clear(ctx, b, false)
 }

@@ -69,6 +69,22 @@ func (e *Engine) BeginLoad(ctx context.Context, b Board, expected int) (*Loader,
 	if b.Partitions > 0 {
 		return e.beginPartitionedLoad(ctx, b, expected)
 	}
+	if b.auto() {
+		// A converted board loads its partitions. A conversion under
+		// way is abandoned: its copy may hold what this load drops.
+		sh, err := e.shapeOf(ctx, b, true)
+		if err != nil {
+			return nil, err
+		}
+		switch sh.kind {
+		case shapeParted:
+			return e.beginPartitionedLoad(ctx, b.parted(), expected)
+		case shapeConverting:
+			if err := e.abandonConversion(ctx, b, sh.fence); err != nil {
+				return nil, err
+			}
+		}
+	}
 	k := b.keys()
 	v, err := e.run(ctx, loadPrepareScript, []string{k.meta()})
 	if err != nil {
@@ -229,6 +245,9 @@ func (e *Engine) ResumeLoad(b Board, st LoadState) (*Loader, error) {
 	}
 	if b.Partitions > 0 {
 		return e.resumePartitionedLoad(b, st)
+	}
+	if b.auto() && st.Parts != nil {
+		return e.resumePartitionedLoad(b.parted(), st)
 	}
 	return &Loader{e: e, b: b, k: b.keys(), token: st.Token, seq: st.Seq, stage: st.Stage, lo: st.Low, level: st.Level}, nil
 }

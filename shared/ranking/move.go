@@ -50,10 +50,23 @@ type Partition struct {
 }
 
 // Partitions lists a partitioned board's partitions, best first, as
-// readers see them.
+// readers see them. An auto board (PartitionAt) not converted yet is one
+// partition: its sorted set.
 func (e *Engine) Partitions(ctx context.Context, b Board) ([]Partition, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
+	}
+	if b.auto() && b.Partitions == 0 {
+		var out []Partition
+		err := e.readByShape(ctx, b, func() error {
+			n, err := e.totalOfSet(ctx, b)
+			out = []Partition{{Tag: b.Tag, Members: n}}
+			return err
+		}, func(p Board) (err error) {
+			out, err = e.Partitions(ctx, p)
+			return err
+		})
+		return out, err
 	}
 	if b.Partitions == 0 {
 		return nil, invalid("board %s is not partitioned", b)
@@ -114,14 +127,27 @@ func (e *Engine) Merge(ctx context.Context, b Board, i int) error {
 // the largest partition while there are fewer than b.Partitions, or while
 // one holds more than twice its share; it merges the smallest pair of
 // neighbours while there are more. It reports whether it moved anything.
+//
+// On an auto board (PartitionAt) it begins or continues the board's
+// conversion to partitions once the board holds more than PartitionAt
+// entries, stopping short of ctx's deadline (the next call resumes it);
+// once converted, it keeps about PartitionAt/2 entries per partition.
 func (e *Engine) Rebalance(ctx context.Context, b Board) (bool, error) {
 	if err := b.validate(); err != nil {
 		return false, err
 	}
+	if b.Partitions == 0 && b.auto() {
+		return e.rebalanceAuto(ctx, b)
+	}
 	if b.Partitions == 0 {
 		return false, nil
 	}
-	lay, err := e.layoutOf(ctx, b, true, true)
+	return e.rebalance(ctx, b, func(int64) int { return b.Partitions })
+}
+
+// rebalance is Rebalance toward target(total) partitions.
+func (e *Engine) rebalance(ctx context.Context, b Board, target func(total int64) int) (bool, error) {
+	lay, err := e.layoutOf(ctx, b, true, !b.auto())
 	if err != nil {
 		return false, err
 	}
@@ -143,11 +169,12 @@ func (e *Engine) Rebalance(ctx context.Context, b Board) (bool, error) {
 			pair = i - 1
 		}
 	}
-	share := max(total/int64(b.Partitions), 1)
+	want := target(total)
+	share := max(total/int64(want), 1)
 	switch {
-	case len(parts) > b.Partitions && pair >= 0:
+	case len(parts) > want && pair >= 0:
 		err = e.Merge(ctx, b, pair)
-	case parts[largest].Members >= 2 && (len(parts) < b.Partitions || parts[largest].Members > 2*share):
+	case parts[largest].Members >= 2 && (len(parts) < want || parts[largest].Members > 2*share):
 		err = e.Split(ctx, b, largest)
 		if errors.Is(err, ErrInvalid) {
 			return false, nil // one tie: nothing to split at
@@ -164,12 +191,25 @@ func (e *Engine) idleLayout(ctx context.Context, b Board) (*layout, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
+	if b.Partitions == 0 && b.auto() {
+		sh, err := e.shapeOf(ctx, b, true)
+		if err != nil {
+			return nil, err
+		}
+		if sh.kind != shapeParted {
+			return nil, invalid("board %s is not partitioned yet", b)
+		}
+		b = b.parted()
+	}
 	if b.Partitions == 0 {
 		return nil, invalid("board %s is not partitioned", b)
 	}
-	lay, err := e.layoutOf(ctx, b, true, true)
+	lay, err := e.layoutOf(ctx, b, true, !b.auto())
 	if err != nil {
 		return nil, err
+	}
+	if lay.Epoch == 0 && b.auto() {
+		return nil, fmt.Errorf("%s: %w", b, errNoLayout)
 	}
 	if lay.Move != nil {
 		return nil, fmt.Errorf("%s: %w", b, ErrMoveRunning)

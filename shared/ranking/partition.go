@@ -349,13 +349,19 @@ type partOp struct {
 // layout (which names the move's new partitions too); routing again at
 // home would not do, since a later version of an item in the batch would
 // hide where the earlier one left.
+//
+// An auto board's layout is made by its conversion only: without one,
+// its writes answer errNoLayout.
 func (e *Engine) upsertPartitioned(ctx context.Context, b Board, items []Item) ([]bool, error) {
-	lay, err := e.layoutOf(ctx, b, false, true)
+	lay, err := e.layoutOf(ctx, b, false, !b.auto())
 	if err != nil {
 		return nil, err
 	}
+	if lay.Epoch == 0 {
+		return nil, fmt.Errorf("write %s: %w", b, errNoLayout)
+	}
 	rs, err := e.route(ctx, b, lay, items, "w")
-	if errors.Is(err, errNoLayout) {
+	if errors.Is(err, errNoLayout) && !b.auto() {
 		// A new board, or Redis lost the layout this process had cached.
 		if lay, err = e.layoutOf(ctx, b, true, true); err == nil {
 			if err = e.publishEpoch(ctx, b, lay.Epoch, ""); err == nil {

@@ -132,6 +132,11 @@ func (e *Engine) runAllReading(ctx context.Context, calls []cache.ScriptCall, ro
 // and starting again when the read met a retired partition.
 func (e *Engine) readLoop(ctx context.Context, b Board, read func(lay *layout) error) error {
 	lay, err := e.layoutOf(ctx, b, false, false)
+	if err == nil && lay.Epoch == 0 && b.auto() {
+		// An auto board without partitions is one sorted set again
+		// (Redis lost the board, or its conversion was abandoned).
+		return errShapeChanged
+	}
 	for attempt := 0; err == nil; attempt++ {
 		if err = read(lay); !errors.Is(err, errRetired) || attempt+1 == readAttempts {
 			break

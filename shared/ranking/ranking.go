@@ -68,6 +68,14 @@ type Board struct {
 	// how many Rebalance keeps. 0 keeps the board in one sorted set. It
 	// must stay the same (zero or not) for the life of a board.
 	Partitions int
+	// PartitionAt, when above 0 on a board with Partitions 0, lets the
+	// board pick its shape: it starts as one sorted set, and Rebalance
+	// converts it to score-range partitions (about PartitionAt/2 entries
+	// each) once it holds more than PartitionAt entries, while it serves
+	// (see convert.go). Callers read and write it the same way in either
+	// shape. Any positive value may be used to read and write; only
+	// Rebalance acts on the number.
+	PartitionAt int64
 }
 
 func (b Board) String() string { return b.Tag + "/" + b.Name }
@@ -135,6 +143,9 @@ type Engine struct {
 	// layouts caches each partitioned board's layout and sizes the
 	// partitions it last read, by the board's String (see partition.go).
 	layouts, sizes sync.Map
+	// shapes caches the shape each auto board was last seen in, by the
+	// board's String (see convert.go).
+	shapes sync.Map
 	// onMove, when set (by tests), hears each phase a partition move enters.
 	onMove func(phase string)
 }
@@ -158,6 +169,8 @@ func (b Board) validate() error {
 		return invalid("board %s: unknown ties %d", b, b.Ties)
 	case b.Partitions < 0 || b.Partitions > MaxPartitions:
 		return invalid("board %s: partitions %d outside 0..%d", b, b.Partitions, MaxPartitions)
+	case b.PartitionAt < 0:
+		return invalid("board %s: partition threshold %d is negative", b, b.PartitionAt)
 	}
 	return nil
 }

@@ -24,7 +24,26 @@ func (e *Engine) Top(ctx context.Context, b Board, n int, opts ...ReadOption) ([
 	if b.Partitions > 0 {
 		return e.pagePartitioned(ctx, b, 1, n, ro)
 	}
-	live := b.keys().live()
+	if !b.auto() {
+		return e.topOfSet(ctx, b, n, ro)
+	}
+	var entries []Entry
+	var total int64
+	err := e.readByShape(ctx, b, func() (err error) {
+		entries, total, err = e.topOfSet(ctx, b, n, ro)
+		return err
+	}, func(p Board) (err error) {
+		entries, total, err = e.pagePartitioned(ctx, p, 1, n, ro)
+		return err
+	})
+	return entries, total, err
+}
+
+// topOfSet is Top on one sorted set. An auto board's set that its
+// conversion retired answers errShapeChanged.
+func (e *Engine) topOfSet(ctx context.Context, b Board, n int, ro readOpts) ([]Entry, int64, error) {
+	k := b.keys()
+	live := k.live()
 	pipe := e.rdb.TxPipeline()
 	if len(ro.also) > 0 {
 		pipe = e.rdb.Pipeline()
@@ -34,9 +53,16 @@ func (e *Engine) Top(ctx context.Context, b Board, n int, opts ...ReadOption) ([
 		best = pipe.ZRangeWithScores(ctx, live, 0, int64(n-1))
 	}
 	total := pipe.ZCard(ctx, live)
+	var retired *redis.BoolCmd
+	if b.auto() {
+		retired = pipe.HExists(ctx, k.meta(), "ret")
+	}
 	also := ro.queue(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
+	}
+	if retired != nil && retired.Val() {
+		return nil, 0, errShapeChanged
 	}
 	if err := ro.store(also); err != nil {
 		return nil, 0, fmt.Errorf("top %d of %s: %w", n, b, err)
@@ -75,13 +101,35 @@ func (e *Engine) Page(ctx context.Context, b Board, from, n int, opts ...ReadOpt
 	if from < 1 || n < 0 {
 		return nil, 0, invalid("page of %d from rank %d: from must be at least 1 and n not negative", n, from)
 	}
+	ro := readOptions(opts)
 	if b.Partitions > 0 {
-		return e.pagePartitioned(ctx, b, from, n, readOptions(opts))
+		return e.pagePartitioned(ctx, b, from, n, ro)
 	}
+	if !b.auto() {
+		return e.pageOfSet(ctx, b, from, n, ro)
+	}
+	var entries []Entry
+	var total int64
+	err := e.readByShape(ctx, b, func() (err error) {
+		entries, total, err = e.pageOfSet(ctx, b, from, n, ro)
+		return err
+	}, func(p Board) (err error) {
+		entries, total, err = e.pagePartitioned(ctx, p, from, n, ro)
+		return err
+	})
+	return entries, total, err
+}
+
+// pageOfSet is Page on one sorted set.
+func (e *Engine) pageOfSet(ctx context.Context, b Board, from, n int, ro readOpts) ([]Entry, int64, error) {
 	start := int64(from - 1)
-	v, err := e.runReading(ctx, readOptions(opts), pageScript, []string{b.keys().live()}, start, n, flag(b.Ties == Shared))
+	k := b.keys()
+	v, err := e.runReading(ctx, ro, pageScript, []string{k.live(), k.meta()}, start, n, flag(b.Ties == Shared))
 	if err != nil {
 		return nil, 0, fmt.Errorf("page from %d of %s: %w", from, b, err)
+	}
+	if v == "RETIRED" {
+		return nil, 0, errShapeChanged
 	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 3 {
@@ -190,11 +238,38 @@ func (e *Engine) Total(ctx context.Context, b Board) (int64, error) {
 	if b.Partitions > 0 {
 		return e.totalPartitioned(ctx, b)
 	}
-	n, err := e.rdb.ZCard(ctx, b.keys().live()).Result()
-	if err != nil {
+	if !b.auto() {
+		n, err := e.rdb.ZCard(ctx, b.keys().live()).Result()
+		if err != nil {
+			return 0, fmt.Errorf("count %s: %w", b, err)
+		}
+		return n, nil
+	}
+	var n int64
+	err := e.readByShape(ctx, b, func() (err error) {
+		n, err = e.totalOfSet(ctx, b)
+		return err
+	}, func(p Board) (err error) {
+		n, err = e.totalPartitioned(ctx, p)
+		return err
+	})
+	return n, err
+}
+
+// totalOfSet is Total on an auto board's sorted set: errShapeChanged once
+// its conversion retired it.
+func (e *Engine) totalOfSet(ctx context.Context, b Board) (int64, error) {
+	k := b.keys()
+	pipe := e.rdb.TxPipeline()
+	total := pipe.ZCard(ctx, k.live())
+	retired := pipe.HExists(ctx, k.meta(), "ret")
+	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("count %s: %w", b, err)
 	}
-	return n, nil
+	if retired.Val() {
+		return 0, errShapeChanged
+	}
+	return total.Val(), nil
 }
 
 // Exists reports whether the board has been written, loaded or summed since
@@ -227,17 +302,39 @@ func (e *Engine) Around(ctx context.Context, b Board, id string, k int, opts ...
 	if k < 0 {
 		return Entry{}, nil, 0, invalid("around k %d is negative", k)
 	}
+	ro := readOptions(opts)
 	if b.Partitions > 0 {
-		self, window, total, err := e.aroundPartitioned(ctx, b, id, k, readOptions(opts))
+		self, window, total, err := e.aroundPartitioned(ctx, b, id, k, ro)
 		if err != nil {
 			return Entry{}, nil, 0, err
 		}
 		return self, window, total, nil
 	}
+	if !b.auto() {
+		return e.aroundInSet(ctx, b, id, k, ro)
+	}
+	var self Entry
+	var window []Entry
+	var total int64
+	err := e.readByShape(ctx, b, func() (err error) {
+		self, window, total, err = e.aroundInSet(ctx, b, id, k, ro)
+		return err
+	}, func(p Board) (err error) {
+		self, window, total, err = e.aroundPartitioned(ctx, p, id, k, ro)
+		return err
+	})
+	return self, window, total, err
+}
+
+// aroundInSet is Around on one sorted set.
+func (e *Engine) aroundInSet(ctx context.Context, b Board, id string, k int, ro readOpts) (Entry, []Entry, int64, error) {
 	keys := b.keys()
-	v, err := e.runReading(ctx, readOptions(opts), aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
+	v, err := e.runReading(ctx, ro, aroundScript, keys.appendIDKeys(keys.heads(), id), id, k, flag(b.Ties == Shared))
 	if err != nil {
 		return Entry{}, nil, 0, fmt.Errorf("rank %s on %s: %w", id, b, err)
+	}
+	if v == "RETIRED" {
+		return Entry{}, nil, 0, errShapeChanged
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -295,6 +392,22 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string, opts ...ReadO
 	if b.Partitions > 0 {
 		return e.amongPartitioned(ctx, b, uniq, ro)
 	}
+	if !b.auto() {
+		return e.amongInSet(ctx, b, uniq, ro)
+	}
+	var out []Entry
+	err := e.readByShape(ctx, b, func() (err error) {
+		out, err = e.amongInSet(ctx, b, uniq, ro)
+		return err
+	}, func(p Board) (err error) {
+		out, err = e.amongPartitioned(ctx, p, uniq, ro)
+		return err
+	})
+	return out, err
+}
+
+// amongInSet is Among on one sorted set.
+func (e *Engine) amongInSet(ctx context.Context, b Board, uniq []string, ro readOpts) ([]Entry, error) {
 	k := b.keys()
 	keys := k.heads()
 	args := make([]any, len(uniq))
@@ -305,6 +418,9 @@ func (e *Engine) Among(ctx context.Context, b Board, ids []string, opts ...ReadO
 	v, err := e.runReading(ctx, ro, amongScript, keys, args...)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d ids on %s: %w", len(uniq), b, err)
+	}
+	if v == "RETIRED" {
+		return nil, errShapeChanged
 	}
 	found, err := amongEntries(v, uniq)
 	if err != nil {

@@ -48,6 +48,7 @@ var (
 	partReadScript    = loadScript("partread", true)
 	versionsScript    = loadScript("versions", true)
 	epochScript       = loadScript("epoch", false)
+	convertScript     = loadScript("convert", false)
 )
 
 // runAll sends calls in one pipeline: one round trip once Redis has the

@@ -2,6 +2,7 @@ package ranking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -42,18 +43,54 @@ func (e *Engine) Upsert(ctx context.Context, b Board, it Item) (UpsertResult, er
 	if b.Partitions > 0 {
 		return e.upsertOnePartitioned(ctx, b, it)
 	}
+	if !b.auto() {
+		res, _, err := e.upsertOneInSet(ctx, b, it, 0)
+		return res, err
+	}
+	var res UpsertResult
+	applied := false
+	err := e.byShape(ctx, b, func(sh shape) (err error) {
+		var st int64
+		switch sh.kind {
+		case shapeParted:
+			res, err = e.upsertOnePartitioned(ctx, b.parted(), it)
+			if errors.Is(err, errNoLayout) {
+				return errShapeChanged
+			}
+		case shapeConverting:
+			if res, st, err = e.upsertOneInSet(ctx, b, it, sh.fence); err == nil && st > 0 {
+				err = e.alsoToPartitions(ctx, b, []Item{it})
+			}
+		default:
+			res, _, err = e.upsertOneInSet(ctx, b, it, 0)
+		}
+		applied = applied || res.Applied
+		return err
+	})
+	res.Applied = applied
+	return res, err
+}
+
+// upsertOneInSet is Upsert on one sorted set, writing with the fence of a
+// conversion (0 when none is known): errShapeChanged when the set is
+// fenced at a later one (a conversion the caller has not heard of) or
+// retired. It also returns the item's status (see upsert.lua).
+func (e *Engine) upsertOneInSet(ctx context.Context, b Board, it Item, fence int64) (UpsertResult, int64, error) {
 	k := b.keys()
 	keys := k.appendIDKeys(k.heads(), it.ID)
-	args := appendItemArgs([]any{flag(b.Ties == Shared), "1", "0"}, b.Order, it)
+	args := appendItemArgs([]any{flag(b.Ties == Shared), "1", strconv.FormatInt(fence, 10)}, b.Order, it)
 	v, err := e.run(ctx, upsertScript, keys, args...)
 	if err != nil {
-		return UpsertResult{}, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
+		return UpsertResult{}, 0, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
+	}
+	if v == "STALE" || v == "RETIRED" {
+		return UpsertResult{}, 0, errShapeChanged
 	}
 	r, err := ints(v, 3)
 	if err != nil {
-		return UpsertResult{}, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
+		return UpsertResult{}, 0, fmt.Errorf("upsert %s into %s: %w", it.ID, b, err)
 	}
-	return UpsertResult{Applied: r[0] == 1, Rank: int(r[1]), Total: r[2]}, nil
+	return UpsertResult{Applied: r[0] == 1, Rank: int(r[1]), Total: r[2]}, r[0], nil
 }
 
 // UpsertMany applies items to one board in one round trip and reports, per
@@ -74,12 +111,32 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 	if b.Partitions > 0 {
 		return e.upsertPartitioned(ctx, b, items)
 	}
+	if b.auto() {
+		return e.upsertByShape(ctx, b, items)
+	}
+	st, err := e.upsertSet(ctx, b, items, 0)
+	return appliedOf(st), err
+}
+
+func appliedOf(status []int64) []bool {
+	out := make([]bool, len(status))
+	for i, s := range status {
+		out[i] = s == 1
+	}
+	return out
+}
+
+// upsertSet is UpsertMany on one sorted set, writing with the fence of a
+// conversion (0 when none is known), and returns each item's status (see
+// upsert.lua). When a chunk meets a later fence or a retired set, it
+// returns the other chunks' and errShapeChanged.
+func (e *Engine) upsertSet(ctx context.Context, b Board, items []Item, fence int64) ([]int64, error) {
 	k := b.keys()
 	chunks := groupByID(items, upsertChunk)
 	calls := make([]cache.ScriptCall, len(chunks))
 	for c, idx := range chunks {
 		keys := k.heads()
-		args := []any{flag(b.Ties == Shared), "0", "0"}
+		args := []any{flag(b.Ties == Shared), "0", strconv.FormatInt(fence, 10)}
 		for _, i := range idx {
 			keys = k.appendIDKeys(keys, items[i].ID)
 			args = appendItemArgs(args, b.Order, items[i])
@@ -90,17 +147,22 @@ func (e *Engine) UpsertMany(ctx context.Context, b Board, items []Item) ([]bool,
 	if err != nil {
 		return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
 	}
-	applied := make([]bool, len(items))
+	status := make([]int64, len(items))
+	var moved error
 	for c, v := range replies {
+		if v == "STALE" || v == "RETIRED" {
+			moved = errShapeChanged
+			continue
+		}
 		r, err := ints(v, len(chunks[c]))
 		if err != nil {
 			return nil, fmt.Errorf("upsert %d items into %s: %w", len(items), b, err)
 		}
 		for j, i := range chunks[c] {
-			applied[i] = r[j] == 1
+			status[i] = r[j]
 		}
 	}
-	return applied, nil
+	return status, moved
 }
 
 // groupByID splits the indexes of items into chunks of at most size IDs
@@ -144,6 +206,9 @@ func (e *Engine) Forget(ctx context.Context, b Board, id string) error {
 	}
 	if b.Partitions > 0 {
 		return e.forgetPartitioned(ctx, b, id)
+	}
+	if b.auto() {
+		return e.forgetByShape(ctx, b, id)
 	}
 	k := b.keys()
 	if _, err := e.run(ctx, forgetScript, k.appendIDKeys(k.heads(), id), id); err != nil {

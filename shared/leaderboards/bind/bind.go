@@ -22,8 +22,7 @@ import (
 var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps) app.Handlers {
 	defs, scores := Definitions(d), Scores(d)
 	gen := d.Generations(mirror.Scope)
-	m := mirror.New(d.Redis, gen)
-	m.Log = d.Log
+	m := Mirror(d, gen)
 	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
 	svc.Metrics = d.Metrics
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
@@ -70,12 +69,20 @@ func Scores(d *app.Deps) *dynamo.Scores {
 func Eraser(d *app.Deps) *leaderboards.Eraser {
 	return &leaderboards.Eraser{
 		Definitions: Definitions(d), Scores: Scores(d),
-		Sync: mirror.New(d.Redis, d.Generations(mirror.Scope)),
+		Sync: Mirror(d, d.Generations(mirror.Scope)),
 	}
+}
+
+// Mirror is the leaderboards' Redis side, trusted while gen says so, with
+// the deployment's partitioning threshold.
+func Mirror(d *app.Deps, gen *cachegen.Tracker) *mirror.Mirror {
+	m := mirror.New(d.Redis, gen)
+	m.Log, m.PartitionAt = d.Log, d.Config.PartitionAt
+	return m
 }
 
 // Jobs are the leaderboards' rebuild, reconcile and recompute tasks.
 func Jobs(d *app.Deps) jobs.Tasks {
-	j := &leaderboards.Jobs{Defs: Definitions(d), Scores: Scores(d), Cache: mirror.New(d.Redis, d.Generations(mirror.Scope)), Clock: d.Clock}
+	j := &leaderboards.Jobs{Defs: Definitions(d), Scores: Scores(d), Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return j.Tasks()
 }

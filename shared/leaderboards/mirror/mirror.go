@@ -33,6 +33,9 @@ var ErrStale = errors.New("leaderboards mirror: redis may be behind dynamodb")
 type Mirror struct {
 	Rank *ranking.Engine
 	Gen  *cachegen.Tracker
+	// PartitionAt is the size past which a board period defined without
+	// partitions is converted to partitions (DefaultPartitionAt when 0).
+	PartitionAt int64
 	// Log hears a partitioned board's rebalance that failed (it resumes
 	// at the next one); nil discards.
 	Log *slog.Logger
@@ -53,10 +56,20 @@ func New(rdb redis.UniversalClient, gen *cachegen.Tracker) *Mirror {
 	return &Mirror{Rank: ranking.New(rdb), Gen: gen}
 }
 
+// DefaultPartitionAt is the size past which a board period defined
+// without partitions becomes partitioned: a few hundred MB of one shard.
+const DefaultPartitionAt = 5_000_000
+
 // Board is the ranking-engine board of a leaderboard period. Every period
-// has its own hash tag, so busy boards spread over the cluster.
+// has its own hash tag, so busy boards spread over the cluster. A board
+// defined without partitions picks its own shape (ranking.Board's
+// PartitionAt); only Rebalance acts on the threshold, which the Mirror
+// sets.
 func Board(d leaderboards.Definition, period string) ranking.Board {
 	b := ranking.Board{Tag: "lb:" + d.ID + "#" + period, Name: "scores", Order: ranking.Desc, Ties: ranking.Earliest, Partitions: d.Partitions}
+	if d.Partitions == 0 {
+		b.PartitionAt = DefaultPartitionAt
+	}
 	if d.Order == leaderboards.Asc {
 		b.Order = ranking.Asc
 	}
@@ -141,16 +154,26 @@ func (m *Mirror) Apply(ctx context.Context, d leaderboards.Definition, period st
 // Rebalance makes at most one move of a partitioned board period's
 // partition bounds (jobs.go's reconcile runs it until none is needed).
 func (m *Mirror) Rebalance(ctx context.Context, d leaderboards.Definition, period string) (bool, error) {
-	return m.Rank.Rebalance(ctx, Board(d, period))
+	return m.Rank.Rebalance(ctx, m.threshold(Board(d, period)))
 }
 
-// rebalance moves a partitioned board's bounds toward its share when it
-// was not done here lately (see ranking.Engine.Rebalance). A failure
-// loses nothing: the move resumes at the next rebalance.
+// threshold gives a board that picks its shape the Mirror's threshold.
+func (m *Mirror) threshold(b ranking.Board) ranking.Board {
+	if b.PartitionAt > 0 && m.PartitionAt > 0 {
+		b.PartitionAt = m.PartitionAt
+	}
+	return b
+}
+
+// rebalance moves a partitioned board's bounds toward its share, or
+// converts a board that outgrew one sorted set, when it was not done here
+// lately (see ranking.Engine.Rebalance). A failure loses nothing: the
+// move or conversion resumes at the next rebalance.
 func (m *Mirror) rebalance(ctx context.Context, b ranking.Board) {
-	if b.Partitions == 0 {
+	if b.Partitions == 0 && b.PartitionAt == 0 {
 		return
 	}
+	b = m.threshold(b)
 	now := time.Now()
 	if last, ok := m.rebalanced.Load(b.String()); ok && now.Sub(last.(time.Time)) < rebalanceEvery {
 		return

@@ -2,6 +2,8 @@
 -- window of ARGV[2] entries on each side of ARGV[1], or {} when it has no
 -- score. better counts the entries strictly better than the window's first
 -- (only when ARGV[3] is '1', Shared ties). KEYS[4..] are the ID's buckets.
+-- A set retired by its conversion to partitions answers 'RETIRED'.
+if retired then return 'RETIRED' end
 local z = Z[live]
 local m = memberOf(live, 4, ARGV[1])
 if not m then return {} end
