@@ -129,6 +129,32 @@ func benchPartitioned(b *testing.B, n int) {
 		b.ReportMetric(float64(singleUsed)/float64(n), "single-B/member")
 		b.ReportMetric(float64(partedUsed)/float64(n), "partitioned-B/member")
 	})
+	// The floor of a read that touches every partition: one pipeline of a
+	// ZCARD per partition over the cluster's nodes, against one ZCARD.
+	floor := func(name string, keys []string) {
+		b.Run("floor/"+name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t := time.Now()
+				pipe := rdb.Pipeline()
+				for _, k := range keys {
+					pipe.ZCard(ctx, k)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			reportLatency(b, lat)
+		})
+	}
+	floor("ZCARD-single", []string{single.keys().live()})
+	partKeys := make([]string, len(parts))
+	for i, p := range parts {
+		partKeys[i] = Board{Tag: p.Tag, Name: parted.Name}.keys().live()
+	}
+	floor("ZCARD-every-partition", partKeys)
 	for _, board := range []Board{single, parted} {
 		name := "single"
 		if board.Partitions > 0 {

@@ -2,6 +2,7 @@ package streaks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -13,6 +14,13 @@ import (
 // JobCache is what the jobs read of the Redis streak boards.
 type JobCache interface {
 	Rebuild(ctx context.Context, now time.Time, live func(fn func([]State) error) error) error
+	// BeginRebuild starts a rebuild of every board from the streaks live
+	// at now; ResumeRebuild continues one from its saved state.
+	BeginRebuild(ctx context.Context, now time.Time) (BoardsRebuild, error)
+	ResumeRebuild(state string) (BoardsRebuild, error)
+	// Superseded tells whether err says another rebuild (or an erasure)
+	// took a board over.
+	Superseded(err error) bool
 	// Sweep takes off the boards the streaks that broke by now.
 	Sweep(ctx context.Context, now time.Time) (int, error)
 	// Stored returns the streaks a board holds for users; Size its size.
@@ -23,6 +31,8 @@ type JobCache interface {
 // JobStore is what the jobs read and recompute of Streaks.
 type JobStore interface {
 	Live(ctx context.Context, now time.Time, fn func([]State) error) error
+	// LiveAfter is Live from the first user id after after.
+	LiveAfter(ctx context.Context, now time.Time, after string, fn func([]State) error) error
 	// Reindex rewrites the board index entries (live and regional keys) of
 	// a page of streaks from their state, from after; it returns how many
 	// it read and rewrote, and where to continue ("" after the last page).
@@ -47,14 +57,79 @@ func (j *Jobs) Tasks() jobs.Tasks {
 	}
 }
 
-// rebuild reloads every streak board in one go: the live streaks are few
-// next to the players (a streak breaks after a day or two idle).
-func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, _ string, w *jobs.Work) (string, bool, error) {
-	err := j.reload(ctx, j.Clock.Now(), func(n int) {
-		w.Progress.Done += int64(n)
-		w.Findings.Checked += int64(n)
+// rebuildCursor is a streak rebuild's position between invocations: the
+// last user loaded and the boards' loads.
+type rebuildCursor struct {
+	After string `json:"after,omitempty"`
+	Load  string `json:"load"`
+}
+
+// rebuild reloads every streak board from the streaks live when it began,
+// a page at a time, checkpointing the boards' loads so the next
+// invocation continues it; the new boards go live at once when the last
+// page is in.
+func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	var c rebuildCursor
+	var r BoardsRebuild
+	var err error
+	if cursor == "" {
+		r, err = j.Cache.BeginRebuild(ctx, j.Clock.Now())
+	} else if err = json.Unmarshal([]byte(cursor), &c); err == nil {
+		r, err = j.Cache.ResumeRebuild(c.Load)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("streaks rebuild: %w", err)
+	}
+	save := func(ctx context.Context) (string, error) {
+		state, err := r.Save(ctx)
+		if err != nil {
+			return "", err
+		}
+		c.Load = state
+		raw, err := json.Marshal(c)
+		return string(raw), err
+	}
+	err = j.Store.LiveAfter(ctx, r.Now(), c.After, func(page []State) error {
+		if err := r.Add(ctx, page); err != nil {
+			return err
+		}
+		c.After = page[len(page)-1].UserID
+		w.Progress.Done += int64(len(page))
+		w.Findings.Checked += int64(len(page))
+		if w.Due() {
+			at, err := save(ctx)
+			if err != nil {
+				return err
+			}
+			if err := w.Checkpoint(ctx, at); err != nil {
+				return err
+			}
+		}
+		return ctx.Err()
 	})
-	return "", err == nil, err
+	if err == nil {
+		err = r.Commit(ctx)
+	}
+	switch {
+	case err == nil && r.Again():
+		// A region began late: once more, every region from the start.
+		w.Progress.Done = 0
+		return "", false, nil
+	case err == nil:
+		return "", true, nil
+	case j.Cache.Superseded(err):
+		// Another rebuild (or an erasure) took a board: start over.
+		_ = r.Abort(context.WithoutCancel(ctx))
+		w.Progress.Done = 0
+		return "", false, nil
+	case ctx.Err() != nil:
+		at, serr := save(context.WithoutCancel(ctx))
+		if serr != nil {
+			return "", false, serr
+		}
+		return at, false, nil
+	}
+	return "", false, err
 }
 
 // reload rebuilds the boards from the streaks live at now, telling loaded

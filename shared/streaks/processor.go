@@ -2,16 +2,17 @@ package streaks
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/freshness"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -33,6 +34,12 @@ type Processor struct {
 	// Freshness records, after each batch, the newest streak change
 	// applied: the as_of of streak boards.
 	Freshness *freshness.Recorder
+
+	// Rebuilds and Progress rebuild the boards after Redis lost data, as
+	// the rebuild job does: a rebuild longer than one invocation
+	// continues from its position, kept in Redis.
+	Rebuilds *Jobs
+	Progress jobs.Positions
 }
 
 // Process applies one stream batch (an empty one is a scheduled tick).
@@ -55,7 +62,7 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 	} else if swept > 0 {
 		p.Metrics.Count("StreaksBroken", swept, nil)
 	}
-	if err := p.Gen.Repair(ctx, &cacheRepair{p: p, now: now}); err != nil {
+	if err := p.Gen.Repair(ctx, &cacheRepair{p: p}); err != nil {
 		p.Log.WarnContext(ctx, "streak repair incomplete", "error", err.Error())
 	}
 	return batch.Err()
@@ -82,26 +89,26 @@ func carryMoves(older, newer State) State {
 // record no longer shows.
 type cacheRepair struct {
 	p       *Processor
-	now     time.Time
 	rebuilt bool
 }
 
-// Rebuild rebuilds the streak boards.
+// Rebuild rebuilds the streak boards; one too big for this invocation
+// continues in the next.
 func (r *cacheRepair) Rebuild(ctx context.Context) (bool, error) {
-	if err := r.rebuildBoards(ctx); err != nil {
-		return false, err
-	}
-	return true, nil
+	return r.rebuildBoards(ctx)
 }
 
-func (r *cacheRepair) rebuildBoards(ctx context.Context) error {
+// errRebuildContinues says the boards' rebuild goes on in the next tick.
+var errRebuildContinues = errors.New("the streak boards' rebuild continues at the next tick")
+
+func (r *cacheRepair) rebuildBoards(ctx context.Context) (bool, error) {
 	if r.rebuilt {
-		return nil
+		return true, nil
 	}
 	r.p.Log.InfoContext(ctx, "rebuilding streak boards in redis")
-	err := r.p.Cache.Rebuild(ctx, r.now, func(fn func([]State) error) error { return r.p.Store.Live(ctx, r.now, fn) })
-	r.rebuilt = err == nil
-	return err
+	done, err := jobs.Continue(ctx, r.p.Progress, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Streaks}, r.p.Rebuilds.rebuild)
+	r.rebuilt = done && err == nil
+	return r.rebuilt, err
 }
 
 // Refresh rebuilds the boards (once) and rewrites the cached streaks the
@@ -109,7 +116,11 @@ func (r *cacheRepair) rebuildBoards(ctx context.Context) error {
 // only left by a write): the erasure is put again, so what the lost write
 // would have erased goes.
 func (r *cacheRepair) Refresh(ctx context.Context, keys []string) error {
-	if err := r.rebuildBoards(ctx); err != nil {
+	done, err := r.rebuildBoards(ctx)
+	if err == nil && !done {
+		err = errRebuildContinues
+	}
+	if err != nil {
 		return err
 	}
 	var states []State

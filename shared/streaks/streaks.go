@@ -290,3 +290,20 @@ type Cache interface {
 	// every live streak in pages.
 	Rebuild(ctx context.Context, now time.Time, live func(fn func([]State) error) error) error
 }
+
+// BoardsRebuild is a rebuild of the streak boards under way. It may span
+// invocations: Save returns the state to resume it from (JobCache's
+// ResumeRebuild).
+type BoardsRebuild interface {
+	// Now is when the rebuild counts streaks as live.
+	Now() time.Time
+	// Add loads a page of streaks (those not live at Now are left out).
+	Add(ctx context.Context, page []State) error
+	Save(ctx context.Context) (string, error)
+	// Commit makes every rebuilt board live; Abort drops them.
+	Commit(ctx context.Context) error
+	// Again, after Commit, says a board began late (a region first met
+	// mid-rebuild) and the rebuild must go round once more.
+	Again() bool
+	Abort(ctx context.Context) error
+}

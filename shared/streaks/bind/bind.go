@@ -8,6 +8,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/cachegen"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
@@ -39,6 +40,8 @@ var Streaks = app.Feature{Name: routes.Streaks, Bind: func(d *app.Deps) app.Hand
 		Decode: dynamo.StateFromRecord, Store: store, Cache: m, Gen: gen,
 		Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Freshness: freshnessbind.Recorder(d, routes.StreakProcessor),
+		Rebuilds:  &streaks.Jobs{Store: store, Cache: m, Clock: d.Clock},
+		Progress:  cachegen.Progress{Redis: d.Redis, Scope: mirror.Scope},
 	}
 	return app.Handlers{
 		Endpoints: map[string]api.Endpoint{

@@ -67,6 +67,12 @@ func (s *Store) Top(ctx context.Context, region string, n int, now time.Time) ([
 // Live calls fn with every streak live at now, read strongly consistently
 // from the table in pages of up to 100, ordered by user id within a page.
 func (s *Store) Live(ctx context.Context, now time.Time, fn func([]streaks.State) error) error {
+	return s.LiveAfter(ctx, now, "", fn)
+}
+
+// LiveAfter is Live from the first user id after after: how a rebuild
+// that spans invocations continues.
+func (s *Store) LiveAfter(ctx context.Context, now time.Time, after string, fn func([]streaks.State) error) error {
 	m := &meter{}
 	defer s.report("live", m)
 	found, err := s.liveEntries(ctx, m, "", now, 0)
@@ -79,6 +85,10 @@ func (s *Store) Live(ctx context.Context, now time.Time, fn func([]streaks.State
 	}
 	slices.Sort(users)
 	users = slices.Compact(users)
+	if after != "" {
+		at, _ := slices.BinarySearch(users, after+"\x00")
+		users = users[at:]
+	}
 	batcher := meteredBatcher{db: s.DB, m: m}
 	for page := range slices.Chunk(users, livePage) {
 		keys := make([]map[string]types.AttributeValue, len(page))

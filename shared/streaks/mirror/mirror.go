@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,7 +48,20 @@ type Mirror struct {
 	Rank  *ranking.Engine
 	Redis redis.UniversalClient
 	Gen   *cachegen.Tracker
+
+	// registered holds when this process last listed each region in
+	// regionsKey.
+	registered sync.Map
 }
+
+// regionsKey lists the regions with a board, so a rebuild begins every
+// region's load at its start: a region's load begun later would drop a
+// write its board took before it began.
+const regionsKey = "rally:streaks:regions"
+
+// registerEvery is how often a process lists again a region it writes
+// (after a Redis that lost the list).
+const registerEvery = 10 * time.Minute
 
 // New returns a mirror over rdb, trusted for reads only while gen says so.
 func New(rdb redis.UniversalClient, gen *cachegen.Tracker) *Mirror {
@@ -179,16 +193,53 @@ func (m *Mirror) Put(ctx context.Context, states ...streaks.State) error {
 		}
 		return nil
 	})
-	if len(deadlines) > 0 {
+	// The deadlines and the regions to list go in one pipeline.
+	regions := m.unlisted(boards)
+	if len(deadlines) > 0 || len(regions) > 0 {
 		g.Go(func() error {
-			if err := m.Redis.ZAdd(ctx, deadlinesKey, deadlines...).Err(); err != nil {
-				return fmt.Errorf("record %d streak deadlines: %w", len(deadlines), err)
+			_, err := m.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				if len(deadlines) > 0 {
+					pipe.ZAdd(ctx, deadlinesKey, deadlines...)
+				}
+				if len(regions) > 0 {
+					pipe.SAdd(ctx, regionsKey, regions...)
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("record %d streak deadlines and regions %v: %w", len(deadlines), regions, err)
 			}
+			m.listed(regions)
 			return nil
 		})
 	}
 	m.upsertBoards(ctx, &g, boards)
 	return g.Wait()
+}
+
+// unlisted returns the regions of boards this process has not listed in
+// regionsKey lately.
+func (m *Mirror) unlisted(boards map[string][]ranking.Item) []any {
+	var regions []any
+	now := time.Now()
+	for region := range boards {
+		if region == "" {
+			continue
+		}
+		if at, ok := m.registered.Load(region); ok && now.Sub(at.(time.Time)) < registerEvery {
+			continue
+		}
+		regions = append(regions, region)
+	}
+	return regions
+}
+
+// listed notes that regions are in regionsKey.
+func (m *Mirror) listed(regions []any) {
+	now := time.Now()
+	for _, r := range regions {
+		m.registered.Store(r, now)
+	}
 }
 
 // upsertBoards writes each board's items (by region, "" global) in its own
