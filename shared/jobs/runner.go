@@ -163,8 +163,12 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 		return r.finish(ctx, j, errs.New(errs.Invalid, "no task does %s of %s", j.Kind, j.Target))
 	}
 	w := &Work{Progress: j.Progress, Findings: &j.Findings, every: CheckpointEvery, saved: time.Now()}
+	// checkpointed is the progress saved with the cursor: a failed run
+	// goes back to it, since the retry goes back to the cursor.
+	checkpointed := j.Progress
 	w.save = func(ctx context.Context, cursor string) error {
 		j.Cursor, j.Progress = cursor, w.Progress
+		checkpointed = w.Progress
 		return r.Store.Save(ctx, j, r.Owner, until, time.Time{})
 	}
 	log := r.Log.With("job_id", j.ID, "kind", j.Kind, "target", j.Target)
@@ -178,6 +182,7 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 		case err != nil && budget.Err() == nil:
 			j.failures++
 			j.Error = err.Error()
+			j.Progress = checkpointed
 			if j.failures >= MaxFailures || errs.Is(err, errs.Invalid) || errs.Is(err, errs.NotFound) {
 				return r.finish(ctx, j, err)
 			}

@@ -176,3 +176,54 @@ func TestAFailingJobIsRetriedThenFailed(t *testing.T) {
 		t.Fatalf("after %d failed runs: %+v", jobs.MaxFailures, j)
 	}
 }
+
+// failsAfter is a task over n items that fails once, after it has done
+// them all but before it could checkpoint (checkpoints come every few
+// seconds): the retry starts over from the last checkpoint.
+type failsAfter struct {
+	n      int
+	failed bool
+}
+
+func (f *failsAfter) Run(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	w.Progress.Total = int64(f.n)
+	for i := 0; i < f.n; i++ {
+		w.Progress.Done++
+		if err := w.Checkpoint(ctx, strconv.Itoa(i+1)); err != nil {
+			return "", false, err
+		}
+	}
+	if !f.failed {
+		f.failed = true
+		return cursor, false, errors.New("redis went away")
+	}
+	return "", true, nil
+}
+
+// The progress a failed run made after its last checkpoint is not kept:
+// the retry does that work again from the checkpoint, and the job ends
+// with done equal to the total, not beyond it.
+func TestAFailedRunsProgressGoesBackToItsCheckpoint(t *testing.T) {
+	clk := &clock.Settable{}
+	clk.Set(time.Now())
+	task := &failsAfter{n: 40}
+	r := newRunner(t, task, "a", clk)
+	ctx := context.Background()
+	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Work(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Running || j.Progress.Done != 0 {
+		t.Fatalf("after a run that failed before its first checkpoint: %+v", j.Progress)
+	}
+	clk.Advance(jobs.RetryAfter)
+	if err := r.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Done || j.Progress.Done != 40 || j.Progress.Total != 40 {
+		t.Fatalf("after the retry: %s, progress %+v, want done 40 of 40", j.State, j.Progress)
+	}
+}

@@ -3,10 +3,12 @@ package leaderboards
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/jobs"
@@ -117,7 +119,7 @@ func (j *Jobs) walk(ctx context.Context, spec jobs.Spec, cursor string, w *jobs.
 			return "", false, err
 		}
 		if err := st(ctx, d, &c, w); err != nil {
-			if ctx.Err() != nil {
+			if outOfTime(ctx, err) {
 				return encode(c), false, nil
 			}
 			return "", false, err
@@ -185,24 +187,41 @@ func (j *Jobs) plan(ctx context.Context, spec jobs.Spec) ([]BoardPeriod, int64, 
 	return plan, total, nil
 }
 
+// errOutOfTime says a job step stopped short of its deadline: the next
+// page would not have been read in time.
+var errOutOfTime = errors.New("leaderboard job: the invocation's time is spent")
+
+// outOfTime tells whether a step stopped for want of time (the job
+// continues in the next invocation) rather than failed.
+func outOfTime(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, errOutOfTime)
+}
+
 // pages reads a board period's scores from c.After, a page ahead of the
 // caller (the next page is fetched while fn handles this one), until the
 // last page or an error. Once fn took a page, c moves past it and then
 // saved is called (a checkpoint), so a page is handled again only if fn
-// did not finish it.
+// did not finish it. A page that would not be read before ctx's deadline
+// (by the time the last one took) is not begun: it returns errOutOfTime.
 func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn func([]Score) error, saved func() error) error {
 	type page struct {
 		scores []Score
 		next   string
+		took   time.Duration
 		err    error
 	}
 	fetch := func(after string) <-chan page {
 		ch := make(chan page, 1)
 		go func() {
+			start := time.Now()
 			s, next, err := j.Scores.ScanPage(ctx, bp.Board, bp.Period, after)
-			ch <- page{s, next, err}
+			ch <- page{s, next, time.Since(start), err}
 		}()
 		return ch
+	}
+	fits := func(took time.Duration) bool {
+		dl, ok := ctx.Deadline()
+		return !ok || time.Until(dl) > took+took/2
 	}
 	pending := fetch(c.After)
 	for {
@@ -210,7 +229,8 @@ func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn fun
 		if p.err != nil {
 			return p.err
 		}
-		if p.next != "" {
+		more := p.next != "" && fits(p.took)
+		if more {
 			pending = fetch(p.next)
 		}
 		err := fn(p.scores)
@@ -218,11 +238,14 @@ func (j *Jobs) pages(ctx context.Context, bp BoardPeriod, c *boardCursor, fn fun
 			c.After, c.Read = p.next, c.Read+int64(len(p.scores))
 			err = saved()
 		}
-		if err == nil && p.next != "" {
+		switch {
+		case err == nil && p.next != "" && !more:
+			err = errOutOfTime
+		case err == nil && p.next != "":
 			err = ctx.Err()
 		}
 		if err != nil || p.next == "" {
-			if p.next != "" {
+			if more {
 				<-pending
 			}
 			return err
@@ -282,7 +305,7 @@ func (j *Jobs) rebuild(ctx context.Context, d Definition, c *boardCursor, w *job
 		w.Progress.Done -= c.Read
 		c.Load, c.After, c.Read = "", "", 0
 		return nil
-	case ctx.Err() != nil:
+	case outOfTime(ctx, err):
 		state, serr := l.Save(context.WithoutCancel(ctx))
 		if serr != nil {
 			return serr

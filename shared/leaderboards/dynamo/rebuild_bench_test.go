@@ -127,7 +127,7 @@ func BenchmarkRebuildJob(b *testing.B) {
 		if job, err = store.Get(ctx, job.ID); err != nil {
 			b.Fatal(err)
 		}
-		fmt.Fprintf(os.Stderr, "rebuild bench: job %d/%d after %d invocations, %v\n", job.Progress.Done, job.Progress.Total, invocations, time.Since(jobStart).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "rebuild bench: job %d/%d after %d invocations, %v, %s %s\n", job.Progress.Done, job.Progress.Total, invocations, time.Since(jobStart).Round(time.Second), job.State, job.Error)
 	}
 	took := time.Since(jobStart)
 	b.StopTimer()
