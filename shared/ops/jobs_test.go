@@ -202,6 +202,27 @@ func (w world) check(t *testing.T, c *apitest.Client) {
 	}
 }
 
+// deleteCountItems deletes the durable count items whose target key
+// (kind#id) pick picks, and says how many it deleted.
+func deleteCountItems(t *testing.T, s *stack.Stack, pick func(target string) bool) int {
+	t.Helper()
+	counters := s.Tables().Of(schema.Counters)
+	deleted := 0
+	for _, it := range testenv.TableItems(t, s.DB(), counters) {
+		sk, _ := it[schema.AttrSK].(*types.AttributeValueMemberS)
+		pk, _ := it[schema.AttrPK].(*types.AttributeValueMemberS)
+		if sk == nil || pk == nil || sk.Value != schema.CountersTotalSK || !pick(pk.Value) {
+			continue
+		}
+		if _, err := s.DB().DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(counters),
+			Key: map[string]types.AttributeValue{schema.AttrPK: pk, schema.AttrSK: sk}}); err != nil {
+			t.Fatal(err)
+		}
+		deleted++
+	}
+	return deleted
+}
+
 func jobStack(t *testing.T) (*stack.Stack, *apitest.Client) {
 	t.Helper()
 	s := stacktest.Start(t, stack.Options{Log: testenv.FailureLog(t), TickEvery: 200 * time.Millisecond})
@@ -242,6 +263,10 @@ func TestAReconcileFindsAndRepairsExactlyWhatDrifted(t *testing.T) {
 	if ok, err := counts.SetTotals(ctx, g1, reactions.Totals{Count: 3, Trending: 3}, tally.Version, s.Clock().Now()); err != nil || !ok {
 		t.Fatalf("corrupt the trending total: %v %v", ok, err)
 	}
+	// A count item lost (its target's edges are all there).
+	if n := deleteCountItems(t, s, func(target string) bool { return target == "favorite#game-3" }); n != 1 {
+		t.Fatalf("deleted %d count items of game-3, want 1", n)
+	}
 	// A Redis board entry off its score (a version ahead, so nothing
 	// replaces it on its own).
 	def, err := leaderboardsbind.Definitions(d).Get(ctx, "arena")
@@ -265,25 +290,28 @@ func TestAReconcileFindsAndRepairsExactlyWhatDrifted(t *testing.T) {
 	start := time.Now()
 	found := runJob(t, c, "reconcile", "all")
 	took := time.Since(start)
-	if found.Drifted != 4 || found.Repaired != 4 || len(found.Examples) != 4 {
-		t.Fatalf("reconcile found %d drifted, %d repaired: %q; want the four corrupted values", found.Drifted, found.Repaired, found.Examples)
+	if found.Drifted != 5 || found.Repaired != 5 || len(found.Examples) != 5 {
+		t.Fatalf("reconcile found %d drifted, %d repaired: %q; want the five corrupted values", found.Drifted, found.Repaired, found.Examples)
 	}
 	for _, want := range []string{
 		"count: favorite:game-2: count 42, 3 active edges", "count: favorite:game-1: all-time trending 3, 2 active edges in trending",
+		fmt.Sprintf("count: favorite:game-3: no count item, %d active edges (%d in trending)", w.favorites["game-3"], w.trending["game-3"]),
 		"board: arena#", "pro-3 has 999 in redis, 37 in dynamodb", `streak_board: board "global": daily-1 has 30 in redis, 2 in dynamodb`,
 	} {
 		if !slices.ContainsFunc(found.Examples, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("no example says %q: %q", want, found.Examples)
 		}
 	}
-	t.Logf("reconcile of %d values with 3 drifted took %v", found.Checked, took)
+	t.Logf("reconcile of %d values with %d drifted took %v", found.Checked, found.Drifted, took)
 
 	again := runJob(t, c, "reconcile", "all")
 	if again.Drifted != 0 || again.Checked != found.Checked {
 		t.Fatalf("a second reconcile: %+v", again)
 	}
-	if n, err := counts.Count(ctx, g2); err != nil || n.N != 3 {
-		t.Fatalf("game-2's durable count after the repair: %+v %v", n, err)
+	for g, want := range map[reactions.Target]int64{g2: 3, {Kind: reactions.Favorite, ID: "game-3"}: w.favorites["game-3"]} {
+		if n, err := counts.Count(ctx, g); err != nil || n.N != want {
+			t.Fatalf("%s's durable count after the repair: %+v %v, want %d", g, n, err, want)
+		}
 	}
 	w.check(t, c)
 
@@ -320,18 +348,7 @@ func TestTheRecomputeDrillBringsBackEveryDerivedValue(t *testing.T) {
 	d := s.Deps()
 
 	// Lose the derived state: every count item and member count, and Redis.
-	counters := s.Tables().Of(schema.Counters)
-	lost := 0
-	for _, it := range testenv.TableItems(t, s.DB(), counters) {
-		if sk, ok := it[schema.AttrSK].(*types.AttributeValueMemberS); ok && sk.Value == schema.CountersTotalSK {
-			if _, err := s.DB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(counters),
-				Key: map[string]types.AttributeValue{schema.AttrPK: it[schema.AttrPK], schema.AttrSK: it[schema.AttrSK]}}); err != nil {
-				t.Fatal(err)
-			}
-			lost++
-		}
-	}
-	if lost != len(w.favorites) {
+	if lost := deleteCountItems(t, s, func(string) bool { return true }); lost != len(w.favorites) {
 		t.Fatalf("deleted %d count items, want %d", lost, len(w.favorites))
 	}
 	scores := leaderboardsbind.Scores(d)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type ActiveEdges interface {
 // JobCounts is what the jobs read and repair of the durable counts.
 type JobCounts interface {
 	ScanTallies(ctx context.Context, after Position, now time.Time) ([]Tally, Position, error)
+	// Tallies reads the totals (and the named buckets) of targets; a
+	// target without a count item is absent or has no total.
+	Tallies(ctx context.Context, touched map[Target][]BucketRef) ([]Tally, error)
 	TargetTally(ctx context.Context, t Target, now time.Time) (Tally, error)
 	// SetTotals rewrites a count and all-time trending total if their
 	// version is still seen (0: none).
@@ -160,8 +164,13 @@ func (c candidate) totals() Totals { return Totals{Count: c.Count, Trending: c.T
 
 func (c candidate) edges() Totals { return Totals{Count: c.Edges, Trending: c.TrendingEdges} }
 
-// offEdges says how durable totals differ from what the edges say.
-func offEdges(t Target, durable, edges Totals) string {
+// offEdges says how a tally's durable totals differ from what the edges
+// say.
+func offEdges(t Tally, edges Totals) string {
+	if !t.HasTotal {
+		return fmt.Sprintf("%s: no count item, %d active edges (%d in trending)", t.Target, edges.Count, edges.Trending)
+	}
+	durable := t.Totals()
 	var parts []string
 	if durable.Count != edges.Count {
 		parts = append(parts, fmt.Sprintf("count %d, %d active edges", durable.Count, edges.Count))
@@ -169,22 +178,37 @@ func offEdges(t Target, durable, edges Totals) string {
 	if durable.Trending != edges.Trending {
 		parts = append(parts, fmt.Sprintf("all-time trending %d, %d active edges in trending", durable.Trending, edges.Trending))
 	}
-	return t.String() + ": " + strings.Join(parts, "; ")
+	return t.Target.String() + ": " + strings.Join(parts, "; ")
 }
+
+// The phases of a reconcile, in the order they run (the numbers are kept
+// in the cursors of running jobs).
+const (
+	// reconcileTallies checks every count item against its edges, and
+	// Redis against the count items that hold.
+	reconcileTallies = 0
+	// reconcileLost walks the targets with ACTIVE edges for those whose
+	// count item is gone.
+	reconcileLost = 2
+	// reconcileConfirm waits Settle, then confirms and repairs.
+	reconcileConfirm = 1
+)
 
 // reconcile checks every durable count and all-time trending total against
 // its target's ACTIVE edges, and Redis's cached count and all-time trending
-// score against them (resetting those that drifted). A total off its edges
-// may only be a change the counter processor has not applied yet, so it
-// is a candidate: Settle later it is read again, and rewritten only if
-// neither it nor its edges moved meanwhile (and then on condition that it
-// still has the version read, so a change applied since is never lost).
+// score against them (resetting those that drifted); then it looks for
+// targets with ACTIVE edges and no count item. A total off its edges (or
+// missing) may only be a change the counter processor has not applied
+// yet, so it is a candidate: Settle later it is read again, and rewritten
+// only if neither it nor its edges moved meanwhile (and then on condition
+// that it still has the version read, so a change applied since is never
+// lost).
 func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
 	c, err := decodeCursor(cursor)
 	if err != nil {
 		return "", false, err
 	}
-	if c.Phase == 0 {
+	if c.Phase == reconcileTallies {
 		next, done, err := j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
 			var totals []Tally
 			for _, t := range tallies {
@@ -198,19 +222,9 @@ func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *job
 			}
 			var settled []Tally
 			for i, t := range totals {
-				w.Findings.Checked++
-				if edges[i] == t.Totals() {
+				if c.check(w, t, edges[i]) {
 					settled = append(settled, t)
-					continue
 				}
-				if len(c.Candidates) >= MaxCandidates {
-					w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges[i])+" (not confirmed: too many)", false)
-					continue
-				}
-				c.Candidates = append(c.Candidates, candidate{
-					Target: t.Target, Count: t.Count, Trending: t.Trending, Version: t.Version,
-					Edges: edges[i].Count, TrendingEdges: edges[i].Trending,
-				})
 			}
 			w.Progress.Done += int64(len(totals))
 			return j.checkRedis(ctx, settled, w)
@@ -218,7 +232,21 @@ func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *job
 		if err != nil || !done {
 			return next, false, err
 		}
-		c.Phase, c.After, c.ConfirmAt = 1, nil, j.Clock.Now().Add(j.Settle)
+		c.Phase, c.After = reconcileLost, nil
+	}
+	for c.Phase == reconcileLost {
+		if ctx.Err() != nil {
+			return c.String(), false, nil
+		}
+		if err := j.findLost(ctx, &c, w); err != nil {
+			return "", false, err
+		}
+		if c.After == nil {
+			c.Phase, c.ConfirmAt = reconcileConfirm, j.Clock.Now().Add(j.Settle)
+		}
+		if err := w.Checkpoint(ctx, c.String()); err != nil {
+			return "", false, err
+		}
 	}
 	if now := j.Clock.Now(); now.Before(c.ConfirmAt) {
 		w.Sleep(c.ConfirmAt)
@@ -227,10 +255,72 @@ func (j *Jobs) reconcile(ctx context.Context, _ jobs.Spec, cursor string, w *job
 	return "", true, j.confirm(ctx, c.Candidates, w)
 }
 
+// check counts t as checked against its edges and makes it a candidate
+// when they differ; it reports whether they agree.
+func (c *countsCursor) check(w *jobs.Work, t Tally, edges Totals) bool {
+	w.Findings.Checked++
+	if t.HasTotal && edges == t.Totals() {
+		return true
+	}
+	if len(c.Candidates) >= MaxCandidates {
+		w.Findings.Found("count", offEdges(t, edges)+" (not confirmed: too many)", false)
+		return false
+	}
+	c.Candidates = append(c.Candidates, candidate{
+		Target: t.Target, Count: t.Count, Trending: t.Trending, Version: t.Version,
+		Edges: edges.Count, TrendingEdges: edges.Trending,
+	})
+	return false
+}
+
+// findLost reads the next page of targets with ACTIVE edges and makes a
+// candidate of each whose count item is gone (a lost item is not among the
+// tallies the first phase walked).
+func (j *Jobs) findLost(ctx context.Context, c *countsCursor, w *jobs.Work) error {
+	targets, next, err := j.Edges.ScanTargets(ctx, c.After)
+	if err != nil {
+		return err
+	}
+	touched := make(map[Target][]BucketRef, len(targets))
+	for _, t := range targets {
+		touched[t] = nil
+	}
+	held, err := j.Counts.Tallies(ctx, touched)
+	if err != nil {
+		return err
+	}
+	for _, t := range held {
+		if t.HasTotal {
+			delete(touched, t.Target)
+		}
+	}
+	lost := make([]Tally, 0, len(touched))
+	for _, t := range targets {
+		if _, ok := touched[t]; ok {
+			lost = append(lost, Tally{Target: t})
+		}
+	}
+	edges, err := j.countEdges(ctx, lost)
+	if err != nil {
+		return err
+	}
+	for i, t := range lost {
+		// A target whose edges span pages comes in each; one whose edges
+		// all went since the scan read them has nothing to count.
+		known := slices.ContainsFunc(c.Candidates, func(k candidate) bool { return k.Target == t.Target })
+		if !known && edges[i] != (Totals{}) {
+			c.check(w, t, edges[i])
+		}
+	}
+	w.Progress.Done += int64(len(targets))
+	c.After = next
+	return nil
+}
+
 // confirm reads the candidates again and repairs those still drifted,
 // unchanged.
 func (j *Jobs) confirm(ctx context.Context, cands []candidate, w *jobs.Work) error {
-	var fixed []Tally
+	var fixed, recreated []Tally
 	for _, cand := range cands {
 		t, err := j.Counts.TargetTally(ctx, cand.Target, j.Clock.Now())
 		if err != nil {
@@ -244,17 +334,29 @@ func (j *Jobs) confirm(ctx context.Context, cands []candidate, w *jobs.Work) err
 		case edges == t.Totals():
 			continue // it was in flight
 		case t.Version != cand.Version || edges != cand.edges():
-			w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges)+" (still changing; not repaired)", false)
+			w.Findings.Found("count", offEdges(t, edges)+" (still changing; not repaired)", false)
 			continue
 		}
 		repaired, err := j.Counts.SetTotals(ctx, t.Target, edges, t.Version, j.Clock.Now())
 		if err != nil {
 			return err
 		}
-		w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges), repaired)
-		if repaired {
-			t.Count, t.Trending, t.Version = edges.Count, edges.Trending, t.Version+1
+		w.Findings.Found("count", offEdges(t, edges), repaired)
+		if !repaired {
+			continue
+		}
+		lost := !t.HasTotal
+		t.HasTotal, t.Count, t.Trending, t.Version = true, edges.Count, edges.Trending, t.Version+1
+		if lost {
+			// Its versions begin again at 1: Redis may hold a later one.
+			recreated = append(recreated, t)
+		} else {
 			fixed = append(fixed, t)
+		}
+	}
+	if len(recreated) > 0 {
+		if err := j.Mirror.Reset(ctx, recreated); err != nil {
+			return err
 		}
 	}
 	return j.checkRedis(ctx, fixed, w)
@@ -292,7 +394,7 @@ func (j *Jobs) rewrite(ctx context.Context, tallies []Tally, w *jobs.Work) error
 		if err != nil {
 			return err
 		}
-		w.Findings.Found("count", offEdges(t.Target, t.Totals(), edges[i]), repaired)
+		w.Findings.Found("count", offEdges(t, edges[i]), repaired)
 	}
 	return nil
 }
