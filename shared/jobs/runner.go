@@ -163,12 +163,14 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 		return r.finish(ctx, j, errs.New(errs.Invalid, "no task does %s of %s", j.Kind, j.Target))
 	}
 	w := &Work{Progress: j.Progress, Findings: &j.Findings, every: CheckpointEvery, saved: time.Now()}
-	// checkpointed is the progress saved with the cursor: a failed run
-	// goes back to it, since the retry goes back to the cursor.
-	checkpointed := j.Progress
+	// checkpointed is the progress (and the count of values checked)
+	// saved with the cursor: a failed run goes back to it, since the
+	// retry goes back to the cursor. What it found drifted, and repaired,
+	// it keeps: a repaired value is not found again.
+	checkpointed, checked := j.Progress, j.Checked
 	w.save = func(ctx context.Context, cursor string) error {
 		j.Cursor, j.Progress = cursor, w.Progress
-		checkpointed = w.Progress
+		checkpointed, checked = w.Progress, j.Checked
 		return r.Store.Save(ctx, j, r.Owner, until, time.Time{})
 	}
 	log := r.Log.With("job_id", j.ID, "kind", j.Kind, "target", j.Target)
@@ -182,7 +184,7 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 		case err != nil && budget.Err() == nil:
 			j.failures++
 			j.Error = err.Error()
-			j.Progress = checkpointed
+			j.Progress, j.Checked = checkpointed, checked
 			if j.failures >= MaxFailures || errs.Is(err, errs.Invalid) || errs.Is(err, errs.NotFound) {
 				return r.finish(ctx, j, err)
 			}

@@ -189,6 +189,7 @@ func (f *failsAfter) Run(ctx context.Context, _ jobs.Spec, cursor string, w *job
 	w.Progress.Total = int64(f.n)
 	for i := 0; i < f.n; i++ {
 		w.Progress.Done++
+		w.Findings.Checked++
 		if err := w.Checkpoint(ctx, strconv.Itoa(i+1)); err != nil {
 			return "", false, err
 		}
@@ -202,7 +203,8 @@ func (f *failsAfter) Run(ctx context.Context, _ jobs.Spec, cursor string, w *job
 
 // The progress a failed run made after its last checkpoint is not kept:
 // the retry does that work again from the checkpoint, and the job ends
-// with done equal to the total, not beyond it.
+// with done equal to the total, not beyond it, and each value checked
+// once.
 func TestAFailedRunsProgressGoesBackToItsCheckpoint(t *testing.T) {
 	clk := &clock.Settable{}
 	clk.Set(time.Now())
@@ -216,14 +218,14 @@ func TestAFailedRunsProgressGoesBackToItsCheckpoint(t *testing.T) {
 	if err := r.Work(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Running || j.Progress.Done != 0 {
-		t.Fatalf("after a run that failed before its first checkpoint: %+v", j.Progress)
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Running || j.Progress.Done != 0 || j.Checked != 0 {
+		t.Fatalf("after a run that failed before its first checkpoint: %+v, %d checked", j.Progress, j.Checked)
 	}
 	clk.Advance(jobs.RetryAfter)
 	if err := r.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Done || j.Progress.Done != 40 || j.Progress.Total != 40 {
-		t.Fatalf("after the retry: %s, progress %+v, want done 40 of 40", j.State, j.Progress)
+	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Done || j.Progress.Done != 40 || j.Progress.Total != 40 || j.Checked != 40 {
+		t.Fatalf("after the retry: %s, progress %+v, %d checked; want done 40 of 40, 40 checked", j.State, j.Progress, j.Checked)
 	}
 }
