@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
 	lbmirror "github.com/rallyhq/rally/shared/leaderboards/mirror"
 	"github.com/rallyhq/rally/shared/ranking"
 	"github.com/rallyhq/rally/shared/reactions"
 	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+	rxmirror "github.com/rallyhq/rally/shared/reactions/mirror"
 	"github.com/rallyhq/rally/shared/schema"
 	stmirror "github.com/rallyhq/rally/shared/streaks/mirror"
 )
@@ -436,4 +439,55 @@ func TestABadJobIsRefused(t *testing.T) {
 	if health.JobsRunning != 0 {
 		t.Fatalf("a refused job runs: %+v", health)
 	}
+}
+
+// racingMirror is Redis as a reconcile sees it when the counter processor
+// applies a change between the reconcile's read of the counts and its
+// read of Redis: race runs before the first read of Redis.
+type racingMirror struct {
+	reactions.JobMirror
+	race func()
+	once sync.Once
+}
+
+func (m *racingMirror) Stored(ctx context.Context, targets []reactions.Target) (map[reactions.Target]reactions.Count, map[reactions.Target]int64, error) {
+	m.once.Do(m.race)
+	return m.JobMirror.Stored(ctx, targets)
+}
+
+// A change applied while a reconcile runs is not drift: Redis, a change
+// ahead of the count the reconcile read, keeps it (a reset would put the
+// older count back until the target's next change).
+func TestAReconcileKeepsAChangeAppliedMeanwhile(t *testing.T) {
+	s, c := jobStack(t)
+	w := seed(t, s, c)
+	d := s.Deps()
+	raced := false
+	m := &racingMirror{JobMirror: rxmirror.New(d.Redis, d.Generations(rxmirror.Scope)), race: func() {
+		raced = true
+		c.Player("late-fan", "POST", "/v1/favorites/game-0", nil).Expect(t, 200)
+		w.favorites["game-0"]++
+		w.trending["game-0"]++
+		await.Until(t, time.Minute, "the late favorite to be counted", func() bool {
+			var body struct {
+				Count int64 `json:"count"`
+			}
+			c.Player("reader", "GET", "/v1/games/game-0/favorites/count", nil).Expect(t, 200).JSON(t, &body)
+			return body.Count == w.favorites["game-0"]
+		})
+	}}
+	rx := &reactions.Jobs{Edges: reactionsbind.Edges(d), Counts: reactionsbind.Counts(d), Mirror: m, Clock: d.Clock}
+	reconcile := rx.Tasks()[jobs.Key{Kind: jobs.Reconcile, Target: jobs.Counters}]
+	work := jobs.NewWork(nil)
+	cursor, done := "", false
+	for !done {
+		var err error
+		if cursor, done, err = reconcile.Run(context.Background(), jobs.Spec{Kind: jobs.Reconcile, Target: jobs.Counters}, cursor, work); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !raced || work.Findings.Drifted != 0 || work.Findings.Checked == 0 {
+		t.Fatalf("a reconcile with a change applied meanwhile (raced %v): %+v", raced, *work.Findings)
+	}
+	w.check(t, c)
 }

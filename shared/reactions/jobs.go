@@ -412,6 +412,19 @@ func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) er
 	}
 	var reset []Tally
 	for _, t := range tallies {
+		if c, ok := counts[t.Target]; ok && c.Version > t.Version {
+			// Redis holds a later change than the tally read: the counter
+			// processor applied one since (it writes DynamoDB first), or
+			// Redis is ahead of the truth. The tally read again tells.
+			if t, err = j.Counts.TargetTally(ctx, t.Target, j.Clock.Now()); err != nil {
+				return err
+			}
+			if c.Version > t.Version {
+				w.Findings.Found("redis_count", fmt.Sprintf("%s: redis at version %d, dynamodb at %d", t.Target, c.Version, t.Version), true)
+				reset = append(reset, t)
+				continue
+			}
+		}
 		drifted := false
 		if c, ok := counts[t.Target]; ok && c.N != t.Count {
 			w.Findings.Found("redis_count", fmt.Sprintf("%s: redis %d, dynamodb %d", t.Target, c.N, t.Count), true)
