@@ -55,6 +55,16 @@ func (c *counting) Run(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.
 	return "", true, nil
 }
 
+// startRebuild starts a rebuild of the counters at now.
+func startRebuild(t *testing.T, r *jobs.Runner, now time.Time) jobs.Job {
+	t.Helper()
+	j, err := jobs.Start(context.Background(), r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 func newRunner(t *testing.T, task jobs.Task, owner string, clk clock.Clock) *jobs.Runner {
 	t.Helper()
 	db, names, _ := testenv.DynamoDB(t)
@@ -71,10 +81,7 @@ func TestAJobContinuesFromItsCheckpointAcrossInvocations(t *testing.T) {
 	task := &counting{n: 200, step: 10 * time.Millisecond, seen: map[int]int{}}
 	r := newRunner(t, task, "a", clock.System{})
 	ctx := context.Background()
-	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startRebuild(t, r, time.Now())
 	for invocations := 0; j.State == jobs.Running; invocations++ {
 		if invocations > 20 {
 			t.Fatalf("no end after %d invocations: %+v", invocations, j)
@@ -84,6 +91,7 @@ func TestAJobContinuesFromItsCheckpointAcrossInvocations(t *testing.T) {
 			t.Fatal(err)
 		}
 		cancel()
+		var err error
 		if j, err = r.Store.Get(ctx, j.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -108,10 +116,7 @@ func TestTwoRunnersNeverWorkOnOneJob(t *testing.T) {
 	a := newRunner(t, task, "a", clock.System{})
 	b := &jobs.Runner{Store: a.Store, Tasks: a.Tasks, Clock: a.Clock, Log: a.Log, Owner: "b"}
 	ctx := context.Background()
-	j, err := jobs.Start(ctx, a.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startRebuild(t, a, time.Now())
 	var wg sync.WaitGroup
 	for _, r := range []*jobs.Runner{a, b} {
 		wg.Go(func() {
@@ -121,7 +126,8 @@ func TestTwoRunnersNeverWorkOnOneJob(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if j, err = a.Store.Get(ctx, j.ID); err != nil || j.State != jobs.Done || j.Runs != 1 {
+	j, err := a.Store.Get(ctx, j.ID)
+	if err != nil || j.State != jobs.Done || j.Runs != 1 {
 		t.Fatalf("job after two runners: %+v %v", j, err)
 	}
 	for i := range task.n {
@@ -140,10 +146,7 @@ func TestAFailingJobIsRetriedThenFailed(t *testing.T) {
 	task.fails.Store(1)
 	r := newRunner(t, task, "a", clk)
 	ctx := context.Background()
-	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startRebuild(t, r, clk.Now())
 	if err := r.Work(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +165,7 @@ func TestAFailingJobIsRetriedThenFailed(t *testing.T) {
 	}
 
 	task.fails.Store(jobs.MaxFailures)
-	j, err = jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = startRebuild(t, r, clk.Now())
 	for range jobs.MaxFailures {
 		if err := r.Work(ctx, j.ID); err != nil {
 			t.Fatal(err)
@@ -211,10 +211,7 @@ func TestAFailedRunsProgressGoesBackToItsCheckpoint(t *testing.T) {
 	task := &failsAfter{n: 40}
 	r := newRunner(t, task, "a", clk)
 	ctx := context.Background()
-	j, err := jobs.Start(ctx, r.Store, jobs.Spec{Kind: jobs.Rebuild, Target: jobs.Counters}, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := startRebuild(t, r, clk.Now())
 	if err := r.Work(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
