@@ -303,6 +303,7 @@ func (j *Jobs) rebuild(ctx context.Context, d Definition, c *boardCursor, w *job
 	case j.Cache.Superseded(err):
 		// Another rebuild (or an erasure) took the board: start it over.
 		w.Progress.Done -= c.Read
+		w.Findings.Checked -= c.Read
 		c.Load, c.After, c.Read = "", "", 0
 		return nil
 	case outOfTime(ctx, err):

@@ -110,18 +110,22 @@ func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.
 	if err == nil {
 		err = r.Commit(ctx)
 	}
+	// startOver forgets what this pass loaded: the next reads it again.
+	startOver := func() (string, bool, error) {
+		w.Findings.Checked -= w.Progress.Done
+		w.Progress.Done = 0
+		return "", false, nil
+	}
 	switch {
 	case err == nil && r.Again():
 		// A region began late: once more, every region from the start.
-		w.Progress.Done = 0
-		return "", false, nil
+		return startOver()
 	case err == nil:
 		return "", true, nil
 	case j.Cache.Superseded(err):
 		// Another rebuild (or an erasure) took a board: start over.
 		_ = r.Abort(context.WithoutCancel(ctx))
-		w.Progress.Done = 0
-		return "", false, nil
+		return startOver()
 	case ctx.Err() != nil:
 		at, serr := save(context.WithoutCancel(ctx))
 		if serr != nil {
