@@ -164,8 +164,8 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 	}
 	w := &Work{Progress: j.Progress, Findings: &j.Findings, every: CheckpointEvery, saved: time.Now()}
 	// checkpointed is the progress (and the count of values checked)
-	// saved with the cursor: a failed run goes back to it, since the
-	// retry goes back to the cursor. What it found drifted, and repaired,
+	// saved with the cursor: a run that fails or is cut short by an error
+	// goes back to it, since the next goes back to the cursor. What it found drifted, and repaired,
 	// it keeps: a repaired value is not found again.
 	checkpointed, checked := j.Progress, j.Checked
 	w.save = func(ctx context.Context, cursor string) error {
@@ -190,7 +190,14 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 			}
 			log.WarnContext(ctx, "job run failed; retrying later", "error", err.Error(), "failures", j.failures)
 			return r.release(ctx, j, r.Clock.Now().Add(RetryAfter))
-		case err != nil || !done:
+		case err != nil:
+			// Cut short by the deadline mid-call: what it did since its
+			// last checkpoint is done again from there, at once (the
+			// release's stream record continues it); not a failure.
+			j.Progress, j.Checked = checkpointed, checked
+			log.InfoContext(ctx, "job cut short; continuing from its checkpoint", "step", j.Step, "error", err.Error())
+			return r.release(ctx, j, time.Time{})
+		case !done:
 			// Out of time (the release's stream record continues it at
 			// once), or asleep until its wake time.
 			j.Cursor = next

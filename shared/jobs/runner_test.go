@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -224,5 +225,66 @@ func TestAFailedRunsProgressGoesBackToItsCheckpoint(t *testing.T) {
 	}
 	if j, _ = r.Store.Get(ctx, j.ID); j.State != jobs.Done || j.Progress.Done != 40 || j.Progress.Total != 40 || j.Checked != 40 {
 		t.Fatalf("after the retry: %s, progress %+v, %d checked; want done 40 of 40, 40 checked", j.State, j.Progress, j.Checked)
+	}
+}
+
+// cutShort checkpoints at half its items, does the rest, and then, on its
+// first run, is cut short by the deadline in the middle of a call (it
+// returns the call's error, not a cursor).
+type cutShort struct {
+	n       int
+	handed  []string // the cursor each run was handed
+	started []int64  // the progress each run started from
+}
+
+func (c *cutShort) Run(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+	c.handed = append(c.handed, cursor)
+	c.started = append(c.started, w.Progress.Done)
+	w.Progress.Total = int64(c.n)
+	from, _ := strconv.Atoi(cursor)
+	for i := from; i < c.n; i++ {
+		w.Progress.Done++
+		if i+1 == c.n/2 {
+			for !w.Due() { // the checkpoint saves every CheckpointEvery
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := w.Checkpoint(ctx, strconv.Itoa(i+1)); err != nil {
+				return "", false, err
+			}
+		}
+	}
+	if len(c.handed) == 1 {
+		<-ctx.Done()
+		return "", false, fmt.Errorf("write the last page: %w", ctx.Err())
+	}
+	return "", true, nil
+}
+
+// A run cut short by its deadline in the middle of a call goes back to
+// its last checkpoint: the next run is handed that cursor with the
+// progress saved with it, at once, and the job ends with each item done
+// once.
+func TestARunCutShortGoesBackToItsCheckpoint(t *testing.T) {
+	task := &cutShort{n: 40}
+	r := newRunner(t, task, "a", clock.System{})
+	ctx := context.Background()
+	j := startRebuild(t, r, time.Now())
+	for run := 0; j.State == jobs.Running && run < 3; run++ {
+		// 5 s leaves the run a budget of 3 s: room for the checkpoint.
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := r.Work(ictx, j.ID)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err = r.Store.Get(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(task.handed) != 2 || task.handed[1] != "20" || task.started[1] != 20 {
+		t.Fatalf("runs were handed cursors %q with progress %v; want the second handed the checkpoint, 20 at 20", task.handed, task.started)
+	}
+	if j.State != jobs.Done || j.Progress.Done != 40 || j.Error != "" {
+		t.Fatalf("after the cut-short run and the next: %s, progress %+v, error %q; want done 40 of 40", j.State, j.Progress, j.Error)
 	}
 }
