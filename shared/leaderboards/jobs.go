@@ -294,7 +294,9 @@ func (j *Jobs) rebuild(ctx context.Context, d Definition, c *boardCursor, w *job
 		return w.Checkpoint(ctx, encode(*c))
 	})
 	if err == nil {
-		err = l.Commit(ctx)
+		// The swap is short and must not stop half done (a commit cut
+		// short cannot be resumed): it runs in the invocation's reserve.
+		err = l.Commit(context.WithoutCancel(ctx))
 	}
 	switch {
 	case err == nil:

@@ -108,7 +108,9 @@ func (j *Jobs) rebuild(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.
 		return ctx.Err()
 	})
 	if err == nil {
-		err = r.Commit(ctx)
+		// The swap is short and must not stop half done (a commit cut
+		// short cannot be resumed): it runs in the invocation's reserve.
+		err = r.Commit(context.WithoutCancel(ctx))
 	}
 	// startOver forgets what this pass loaded: the next reads it again.
 	startOver := func() (string, bool, error) {

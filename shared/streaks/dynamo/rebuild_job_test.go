@@ -19,8 +19,8 @@ import (
 	"github.com/rallyhq/rally/shared/streaks/mirror"
 )
 
-// slowLive makes every page of live streaks take a while, so a rebuild of
-// a few hundred outlasts a short invocation.
+// slowLive makes every page of live streaks take a while once it was
+// handled, so a rebuild of a few hundred outlasts a short invocation.
 type slowLive struct {
 	streaks.JobStore
 	perPage time.Duration
@@ -28,8 +28,9 @@ type slowLive struct {
 
 func (s slowLive) LiveAfter(ctx context.Context, now time.Time, after string, fn func([]streaks.State) error) error {
 	return s.JobStore.LiveAfter(ctx, now, after, func(page []streaks.State) error {
-		time.Sleep(s.perPage) // the work of a bigger page
-		return fn(page)
+		err := fn(page)
+		time.Sleep(s.perPage) // the rest of the work of a bigger page
+		return err
 	})
 }
 
@@ -55,9 +56,9 @@ func TestAStreakRebuildContinuesAcrossInvocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mirror.New(rdb, gen)
-	// Two pages of 600 ms outlast the 1 s an invocation of 2 s leaves a
-	// job, on any machine: every pass spans invocations.
-	j := &streaks.Jobs{Store: slowLive{JobStore: r.store, perPage: 600 * time.Millisecond}, Cache: m, Clock: clock.Fixed(base)}
+	// A page outlasts the 1 s an invocation of 2 s leaves a job, on any
+	// machine: each page is read in an invocation of its own.
+	j := &streaks.Jobs{Store: slowLive{JobStore: r.store, perPage: 1100 * time.Millisecond}, Cache: m, Clock: clock.Fixed(base)}
 	runner := &jobs.Runner{
 		Store: &jobs.Store{DB: r.db, Table: r.names.Of(schema.Jobs)},
 		Tasks: j.Tasks(), Clock: clock.Fixed(base), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Owner: "test",
@@ -97,6 +98,7 @@ func TestAStreakRebuildContinuesAcrossInvocations(t *testing.T) {
 		if job, err = runner.Store.Get(ctx, job.ID); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("after run %d: %s, %d loaded, %d checked, error %q, cursor %.80s", runs, job.State, job.Progress.Done, job.Checked, job.Error, job.Cursor)
 	}
 	states = append(states, latecomer)
 	// The pass that went round again is not counted twice.
