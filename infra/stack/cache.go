@@ -16,7 +16,8 @@ type CacheProps struct {
 	LogRetention awslogs.RetentionDays
 	Protect      bool
 	// SecretsEndpoint adds a Secrets Manager interface endpoint, needed
-	// only when a function in the VPC reads the cursor secret.
+	// when a function in the VPC reads a secret at start (every function
+	// reads the log key's).
 	SecretsEndpoint bool
 }
 

@@ -17,7 +17,8 @@ type DataProps struct {
 }
 
 // Data owns the DynamoDB tables, one per schema declaration: on-demand,
-// point-in-time recovery on, streams and TTL where declared.
+// point-in-time recovery on unless declared NoBackup, streams and TTL where
+// declared.
 type Data struct {
 	constructs.Construct
 	tables map[string]awsdynamodb.Table
@@ -46,8 +47,10 @@ func newTable(scope constructs.Construct, t schema.Table, protect bool) awsdynam
 	props := &awsdynamodb.TableProps{
 		PartitionKey: attribute(t.PartitionKey),
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		// Off explicitly, not left out, for a table declared NoBackup: a
+		// deployed table that had it loses it on the next deployment.
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
-			PointInTimeRecoveryEnabled: jsii.Bool(true),
+			PointInTimeRecoveryEnabled: jsii.Bool(!t.NoBackup),
 		},
 		DeletionProtection: jsii.Bool(protect),
 		RemovalPolicy:      removal(protect),
@@ -62,6 +65,10 @@ func newTable(scope constructs.Construct, t schema.Table, protect bool) awsdynam
 		props.TimeToLiveAttribute = jsii.String(t.TTLAttribute)
 	}
 	table := awsdynamodb.NewTable(scope, jsii.String(t.Name), props)
+	if t.NoBackup {
+		suppress(table, "DDB3", "The table is declared NoBackup in shared/schema: what it deletes must stay deleted "+
+			"("+t.Purpose+"), and a point-in-time restore would bring it back for 35 days.")
+	}
 	for _, ix := range t.LocalIndexes {
 		table.AddLocalSecondaryIndex(&awsdynamodb.LocalSecondaryIndexProps{
 			IndexName:        jsii.String(ix.Name),

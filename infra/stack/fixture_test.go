@@ -140,9 +140,7 @@ func setUp(tmp string) error {
 	return err
 }
 
-// prodDeclarations are the real routes: list-favorites both runs in the
-// VPC (its budgets are in Redis) and reads the cursor secret, the case
-// that needs a Secrets Manager endpoint.
+// prodDeclarations are the real routes.
 func prodDeclarations() []routes.Route { return slices.Clone(routes.All()) }
 
 func synthesize(s *stack.Stack, rs []routes.Route, ps []routes.Processor) (out *synthesized, err error) {

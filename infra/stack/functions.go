@@ -29,9 +29,9 @@ const functionMemoryMB = 512
 
 const (
 	defaultLogLevel = "info"
-	// cursorKeyLength is the length of the generated cursor key: 64
-	// alphanumeric characters carry about 380 bits.
-	cursorKeyLength = 64
+	// keyLength is the length of each generated key: 64 alphanumeric
+	// characters carry about 380 bits.
+	keyLength = 64
 )
 
 // FunctionsProps configures the functions.
@@ -53,18 +53,14 @@ type FunctionsProps struct {
 
 // Functions owns one Lambda per declared route and processor function, each
 // with its own role granted exactly what its declarations' Uses list, and
-// the secret that signs pagination cursors.
+// the secrets holding the keys they read (routes.Secrets).
 type Functions struct {
 	constructs.Construct
-	// CursorSecret holds the key that signs pagination cursors.
-	CursorSecret awssecretsmanager.Secret
-	// LogKeySecret holds the key of the user hashes in logs
-	// (RALLY_LOG_KEY); operators read it to find a user's log lines.
-	LogKeySecret awssecretsmanager.Secret
-	byName       map[string]awslambda.Function
-	routes       []string
-	consumers    []string
-	linked       []spec
+	secrets   map[string]awssecretsmanager.Secret
+	byName    map[string]awslambda.Function
+	routes    []string
+	consumers []string
+	linked    []spec
 }
 
 // spec is what a route and a processor have in common for their function.
@@ -81,29 +77,13 @@ type spec struct {
 
 // NewFunctions creates every function.
 func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *Functions {
-	f := &Functions{Construct: constructs.NewConstruct(scope, jsii.String(id)), byName: map[string]awslambda.Function{}}
-	f.CursorSecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("CursorSecret"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("Rally " + props.Stage + ": key that signs pagination cursors"),
-		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength:     jsii.Number(cursorKeyLength),
-			ExcludePunctuation: jsii.Bool(true),
-		},
-		RemovalPolicy: removal(props.Protect),
-	})
-	suppress(f.CursorSecret, "SMG4", "The cursor key is rotated by putting a new secret value "+
-		"(aws secretsmanager put-secret-value): functions sign with AWSCURRENT and still verify under "+
-		"AWSPREVIOUS, so cursors in flight stay valid. A scheduled rotation would need a rotation Lambda "+
-		"of its own, which this stack, near CloudFormation's resource limit, leaves out.")
-	f.LogKeySecret = awssecretsmanager.NewSecret(f.Construct, jsii.String("LogKeySecret"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("Rally " + props.Stage + ": key of the user hashes in logs (RALLY_LOG_KEY); never rotate it"),
-		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-			PasswordLength:     jsii.Number(cursorKeyLength),
-			ExcludePunctuation: jsii.Bool(true),
-		},
-		RemovalPolicy: removal(props.Protect),
-	})
-	suppress(f.LogKeySecret, "SMG4", "The log key names users in logs by a keyed hash; rotating it would "+
-		"split a user's log lines between two hashes, so it is never rotated.")
+	f := &Functions{
+		Construct: constructs.NewConstruct(scope, jsii.String(id)),
+		secrets:   map[string]awssecretsmanager.Secret{}, byName: map[string]awslambda.Function{},
+	}
+	for _, sec := range routes.Secrets() {
+		f.secrets[sec.Name] = newKeySecret(f.Construct, sec, props)
+	}
 	added := map[string]bool{}
 	for _, r := range props.Routes {
 		if !added[r.Function] {
@@ -122,6 +102,41 @@ func NewFunctions(scope constructs.Construct, id string, props FunctionsProps) *
 	}
 	f.link(props)
 	return f
+}
+
+// newKeySecret creates the secret holding the key of sec, generated at
+// deploy time: its value never appears in the template, and functions are
+// given only its ARN.
+func newKeySecret(scope constructs.Construct, sec routes.Secret, props FunctionsProps) awssecretsmanager.Secret {
+	description := "Rally " + props.Stage + ": the key that " + sec.Purpose
+	reason := "The key is rotated by putting a new secret value (aws secretsmanager put-secret-value): functions " +
+		"use AWSCURRENT, still accept what was made under AWSPREVIOUS (cursors in flight, erasure records written " +
+		"before), and read the secret again within minutes. A scheduled rotation would need a rotation Lambda of its " +
+		"own, which this stack, near CloudFormation's resource limit, leaves out."
+	if !sec.Rotates {
+		description += "; never rotate it"
+		reason = "The key names users by a keyed hash that must stay the same over time (a rotation would split a " +
+			"user's log lines between two hashes), so it is never rotated."
+	}
+	secret := awssecretsmanager.NewSecret(scope, jsii.String(sec.Name+"Secret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String(description),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(keyLength),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: removal(props.Protect),
+	})
+	suppress(secret, "SMG4", reason)
+	return secret
+}
+
+// Secret is the secret holding the key of sec.
+func (f *Functions) Secret(sec routes.Secret) awssecretsmanager.Secret {
+	secret, ok := f.secrets[sec.Name]
+	if !ok {
+		panic(fmt.Sprintf("stack: secret %s is not declared", sec.Name))
+	}
+	return secret
 }
 
 // processorSpecs merges the processor declarations by function: a Lambda
@@ -165,7 +180,7 @@ func unionUses(a, b routes.Uses) routes.Uses {
 	return routes.Uses{
 		Calls:     routes.MergeCalls(append(slices.Clone(a.Calls), b.Calls...)),
 		Redis:     a.Redis || b.Redis,
-		Secrets:   a.Secrets || b.Secrets,
+		Secrets:   routes.MergeSecrets(a.Secrets, b.Secrets),
 		Analytics: a.Analytics || b.Analytics,
 	}
 }
@@ -221,11 +236,14 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		"RALLY_FUNCTION":  jsii.String(s.name),
 		"RALLY_TRACING":   jsii.String("true"),
 		"RALLY_LOG_LEVEL": jsii.String(defaultLogLevel),
-		// Resolved at deploy time into the function's (encrypted)
-		// environment: every function hashes user ids in its logs, and
-		// reading a secret at each cold start would put a Secrets Manager
-		// endpoint in the VPC for it.
-		"RALLY_LOG_KEY": f.LogKeySecret.SecretValue().UnsafeUnwrap(),
+	}
+	// Each key the function reads (the log key, which every function
+	// names users in its logs by, and those it declares) is read from its
+	// secret at start: the environment holds only the secret's ARN, since
+	// anyone allowed lambda:GetFunctionConfiguration reads the
+	// environment.
+	for _, sec := range s.uses.Keys() {
+		env[sec.ARNVar] = f.Secret(sec).SecretArn()
 	}
 	fp := &awslambda.FunctionProps{
 		Description:  jsii.String(truncate(s.description, 256)),
@@ -261,9 +279,6 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 			Resources: jsii.Strings("*"),
 		}))
 	}
-	if s.uses.Secrets {
-		env["RALLY_SECRET_ARN"] = f.CursorSecret.SecretArn()
-	}
 	if s.uses.Analytics {
 		env["RALLY_FIREHOSE_STREAM"] = props.Analytics.StreamName
 	}
@@ -275,8 +290,8 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	for _, c := range routes.MergeCalls(s.uses.Calls) {
 		fn.AddToRolePolicy(callStatement(props.Data.Table(c.Table), c))
 	}
-	if s.uses.Secrets {
-		f.CursorSecret.GrantRead(fn, nil)
+	for _, sec := range s.uses.Keys() {
+		f.Secret(sec).GrantRead(fn, nil)
 	}
 	if s.uses.Analytics {
 		props.Analytics.GrantPutRecords(fn)

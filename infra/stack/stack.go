@@ -155,7 +155,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Engine:          props.RedisEngine,
 		LogRetention:    props.LogRetention,
 		Protect:         props.Protect,
-		SecretsEndpoint: needsSecretsEndpoint(props.Routes, props.Processors),
+		SecretsEndpoint: needsSecretsEndpoint(props.Routes, props.Processors, props.Consumers),
 	})
 	s.Analytics = NewAnalytics(s.Stack, "Analytics", AnalyticsProps{
 		Stage:        props.Stage,
@@ -500,20 +500,21 @@ func validateReserved(p Props) []error {
 }
 
 // needsSecretsEndpoint reports whether any function runs in the VPC (it uses
-// Redis) and also reads the cursor secret: isolated subnets have no route
-// to Secrets Manager without an interface endpoint.
-func needsSecretsEndpoint(rs []routes.Route, ps []routes.Processor) bool {
+// Redis) and reads a secret at start, as every function reads at least the
+// log key: isolated subnets have no route to Secrets Manager without an
+// interface endpoint.
+func needsSecretsEndpoint(rs []routes.Route, ps []routes.Processor, cs []routes.Consumer) bool {
+	var uses []routes.Uses
 	for _, r := range rs {
-		if r.Uses.Redis && r.Uses.Secrets {
-			return true
-		}
+		uses = append(uses, r.Uses)
 	}
 	for _, p := range ps {
-		if p.Uses.Redis && p.Uses.Secrets {
-			return true
-		}
+		uses = append(uses, p.Uses)
 	}
-	return false
+	for _, c := range cs {
+		uses = append(uses, c.Uses)
+	}
+	return slices.ContainsFunc(uses, func(u routes.Uses) bool { return u.Redis && len(u.Keys()) > 0 })
 }
 
 func (s *Stack) addOutputs(p Props) {
@@ -540,7 +541,13 @@ func (s *Stack) addOutputs(p Props) {
 	out("AnalyticsWorkgroup", s.Analytics.WorkGroup.Ref(), "Athena workgroup for analytics queries (named queries included)")
 	out("AnalyticsDeliveryStream", s.Analytics.StreamName, "Firehose stream the analytics shipper sends events to")
 	out("AlarmTopicArn", s.Observability.Topic.TopicArn(), "SNS topic every Rally alarm notifies")
-	out("LogKeySecretArn", s.Functions.LogKeySecret.SecretArn(), "Secret holding the key of the user hashes in logs (go run ./infra/loghash)")
+	for _, sec := range routes.Secrets() {
+		description := "Secret holding the key that " + sec.Purpose
+		if sec == routes.LogKey {
+			description += " (go run ./infra/loghash)"
+		}
+		out(sec.Name+"SecretArn", s.Functions.Secret(sec).SecretArn(), description)
+	}
 	if s.API.GameServerRole != nil {
 		out("GameServerRoleArn", s.API.GameServerRole.RoleArn(), "Role game servers assume to call the service routes")
 		out("OperatorRoleArn", s.API.OperatorRole.RoleArn(), "Role operators assume to call the service routes (/v1/ops)")

@@ -58,7 +58,7 @@ func (s *synthesized) declaredFunctions() []fnSpec {
 		f := &out[i]
 		f.uses.Calls = routes.MergeCalls(append(f.uses.Calls, p.Uses.Calls...))
 		f.uses.Redis = f.uses.Redis || p.Uses.Redis
-		f.uses.Secrets = f.uses.Secrets || p.Uses.Secrets
+		f.uses.Secrets = routes.MergeSecrets(f.uses.Secrets, p.Uses.Secrets)
 		f.uses.Analytics = f.uses.Analytics || p.Uses.Analytics
 		f.sources = append(f.sources, p.Source)
 		f.mappings++
@@ -121,9 +121,14 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 			if _, has := env["RALLY_SERVICE_ROLES"]; has != s.servesServices(fn.name) {
 				t.Errorf("%s/%s: RALLY_SERVICE_ROLES set=%v, serves a service route=%v", stage, fn.name, has, s.servesServices(fn.name))
 			}
-			if key := mustJSON(env["RALLY_LOG_KEY"]); !strings.Contains(key, "resolve:secretsmanager") ||
-				!strings.Contains(key, logicalID(s.ref(s.stack.Functions.LogKeySecret.SecretArn()))) {
-				t.Errorf("%s/%s: RALLY_LOG_KEY=%s, want the log key secret resolved at deploy time", stage, fn.name, key)
+			for _, sec := range routes.Secrets() {
+				arn, has := env[sec.ARNVar]
+				if want := sec == routes.LogKey || slices.Contains(fn.uses.Secrets, sec); has != want {
+					t.Errorf("%s/%s: %s set=%v, reads the key that %s=%v", stage, fn.name, sec.ARNVar, has, sec.Purpose, want)
+				}
+				if ref := s.ref(s.stack.Functions.Secret(sec).SecretArn()); has && mustJSON(arn) != mustJSON(ref) {
+					t.Errorf("%s/%s: %s=%s, want the ARN of its secret %s", stage, fn.name, sec.ARNVar, mustJSON(arn), mustJSON(ref))
+				}
 			}
 			if env["RALLY_FUNCTION"] != fn.name {
 				t.Errorf("%s/%s: RALLY_FUNCTION=%v, want its declared name", stage, fn.name, env["RALLY_FUNCTION"])
@@ -155,15 +160,50 @@ func TestFunctionEnvironmentFollowsUses(t *testing.T) {
 					t.Errorf("%s/%s: cache must be reached over TLS in cluster mode: %s cluster=%v", stage, fn.name, raw, env["RALLY_REDIS_CLUSTER"])
 				}
 			}
-			if _, has := env["RALLY_SECRET_ARN"]; has != fn.uses.Secrets {
-				t.Errorf("%s/%s: RALLY_SECRET_ARN set=%v, uses Secrets=%v", stage, fn.name, has, fn.uses.Secrets)
-			}
 			stream, has := env["RALLY_FIREHOSE_STREAM"]
 			if has != fn.uses.Analytics {
 				t.Errorf("%s/%s: RALLY_FIREHOSE_STREAM set=%v, uses Analytics=%v", stage, fn.name, has, fn.uses.Analytics)
 			}
 			if want := s.ref(s.stack.Analytics.StreamName); has && mustJSON(stream) != mustJSON(want) {
 				t.Errorf("%s/%s: RALLY_FIREHOSE_STREAM=%s, want the delivery stream %s", stage, fn.name, mustJSON(stream), mustJSON(want))
+			}
+		}
+	}
+}
+
+// No function's environment holds a key: anyone allowed
+// lambda:GetFunctionConfiguration reads it. A function is given each
+// secret it reads by ARN (a Ref to the secret) and reads the key at start;
+// no variable carries a key, a dynamic reference that CloudFormation would
+// resolve into the environment, or any other attribute of a secret.
+func TestNoFunctionEnvironmentHoldsAKey(t *testing.T) {
+	for stage, s := range both() {
+		secrets := map[string]bool{}
+		for id := range s.ofType("AWS::SecretsManager::Secret") {
+			secrets[id] = true
+		}
+		if len(secrets) != len(routes.Secrets()) {
+			t.Errorf("%s: %d secrets, want one per declared key (%d)", stage, len(secrets), len(routes.Secrets()))
+		}
+		for id, fn := range s.ofType("AWS::Lambda::Function") {
+			env, _ := fn.Properties["Environment"].(map[string]any)
+			vars, _ := env["Variables"].(map[string]any)
+			for name, v := range vars {
+				where := fmt.Sprintf("%s/%s: %s", stage, id, name)
+				raw := mustJSON(v)
+				if strings.Contains(raw, "resolve:secretsmanager") || strings.Contains(raw, "SecretString") {
+					t.Errorf("%s=%s resolves a secret's value into the environment", where, raw)
+				}
+				for _, sec := range routes.Secrets() {
+					if name == sec.KeyVar {
+						t.Errorf("%s holds the key that %s itself", where, sec.Purpose)
+					}
+				}
+				for secret := range secrets {
+					if strings.Contains(raw, `"`+secret+`"`) && raw != mustJSON(map[string]any{"Ref": secret}) {
+						t.Errorf("%s=%s uses secret %s otherwise than by its ARN", where, raw, secret)
+					}
+				}
 			}
 		}
 	}
@@ -406,8 +446,8 @@ func TestTablesFollowTheSchema(t *testing.T) {
 			decl, _ := schema.ByName(name)
 			props := s.resources[id].Properties
 			pitr, _ := props["PointInTimeRecoverySpecification"].(map[string]any)
-			if pitr["PointInTimeRecoveryEnabled"] != true {
-				t.Errorf("%s/%s: point-in-time recovery is off", stage, name)
+			if pitr["PointInTimeRecoveryEnabled"] != !decl.NoBackup {
+				t.Errorf("%s/%s: point-in-time recovery %v, declared NoBackup=%v", stage, name, pitr["PointInTimeRecoveryEnabled"], decl.NoBackup)
 			}
 			if props["BillingMode"] != "PAY_PER_REQUEST" {
 				t.Errorf("%s/%s: billing %v, want on-demand", stage, name, props["BillingMode"])
@@ -442,6 +482,21 @@ func TestTablesFollowTheSchema(t *testing.T) {
 			}
 			if _, ok := s.outputs["Table"+name]; !ok {
 				t.Errorf("%s: no output with the name of table %s", stage, name)
+			}
+		}
+	}
+}
+
+// A user's analytics secret, once deleted by their erasure, cannot be
+// restored (crypto-shredding is final): the AnalyticsSecrets table has
+// point-in-time recovery off, explicitly, while every other table keeps it.
+func TestAnalyticsSecretsCannotBeRestoredWhileTheOtherTablesCan(t *testing.T) {
+	for stage, s := range both() {
+		for id, name := range s.tableIDs() {
+			pitr, _ := s.resources[id].Properties["PointInTimeRecoverySpecification"].(map[string]any)
+			want := name != schema.AnalyticsSecrets.Name
+			if got, ok := pitr["PointInTimeRecoveryEnabled"].(bool); !ok || got != want {
+				t.Errorf("%s/%s: point-in-time recovery %v, want %v", stage, name, pitr["PointInTimeRecoveryEnabled"], want)
 			}
 		}
 	}
@@ -524,20 +579,34 @@ func TestServerlessCacheAdmitsOnlyRallyFunctions(t *testing.T) {
 	}
 }
 
-func TestVpcFunctionsReachTheSecretThroughAnEndpointOnlyWhenOneNeedsIt(t *testing.T) {
-	check(t, "prod: list-favorites runs in the VPC (its budgets are in Redis) and reads the secret", func() {
-		prod.template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), like(
-			"VpcEndpointType", "Interface",
-			"PrivateDnsEnabled", true,
-			"ServiceName", like("Fn::Join", assertions.Match_ArrayWith(&[]any{
-				assertions.Match_ArrayWith(&[]any{".secretsmanager"}),
-			})),
-		))
-		prod.template.HasResourceProperties(jsii.String("AWS::EC2::SecurityGroupIngress"), like(
-			"SourceSecurityGroupId", prod.ref(prod.stack.Cache.FunctionSecurityGroup.SecurityGroupId()),
-			"FromPort", 443, "ToPort", 443,
-		))
-	})
+// Every function reads at least the log key's secret at start, so the
+// functions in the VPC (isolated subnets) reach Secrets Manager through an
+// interface endpoint that admits their security group.
+func TestVpcFunctionsReachTheirSecretsThroughAnEndpoint(t *testing.T) {
+	for stage, s := range both() {
+		inVPC := 0
+		for _, fn := range s.declaredFunctions() {
+			if fn.uses.Redis {
+				inVPC++
+			}
+		}
+		if inVPC == 0 {
+			t.Fatalf("%s: no function runs in the VPC", stage)
+		}
+		check(t, stage+": the Secrets Manager endpoint", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), like(
+				"VpcEndpointType", "Interface",
+				"PrivateDnsEnabled", true,
+				"ServiceName", like("Fn::Join", assertions.Match_ArrayWith(&[]any{
+					assertions.Match_ArrayWith(&[]any{".secretsmanager"}),
+				})),
+			))
+			s.template.HasResourceProperties(jsii.String("AWS::EC2::SecurityGroupIngress"), like(
+				"SourceSecurityGroupId", s.ref(s.stack.Cache.FunctionSecurityGroup.SecurityGroupId()),
+				"FromPort", 443, "ToPort", 443,
+			))
+		})
+	}
 }
 
 func TestOnlyRedisUsersRunInTheVpc(t *testing.T) {
@@ -641,11 +710,15 @@ var indexIn = regexp.MustCompile(`/index/([^"]*)"`)
 // and index: on the table itself, or on the one index a Query or Scan
 // reads (never <table>/index/*), and, for a call limited to some
 // attributes, only those and the key. Nothing else of a table, no
-// managed policy, the cursor secret only when it pages.
+// managed policy, and of the secrets only reading those it reads: the log
+// key's, and those it declares.
 func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 	for stage, s := range both() {
 		tables := s.tableIDs()
-		secret := logicalID(s.ref(s.stack.Functions.CursorSecret.SecretArn()))
+		secretIDs := map[string]routes.Secret{}
+		for _, sec := range routes.Secrets() {
+			secretIDs[logicalID(s.ref(s.stack.Functions.Secret(sec).SecretArn()))] = sec
+		}
 		for _, fn := range s.declaredFunctions() {
 			where := stage + "/" + fn.name
 			if managed := s.resources[s.roleID(fn.name)].Properties["ManagedPolicyArns"]; managed != nil {
@@ -661,7 +734,7 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 				want[c.Resource()] |= c.Actions
 			}
 			got := map[string]routes.Action{}
-			secretGranted := false
+			secretsGranted := map[routes.Secret]bool{}
 			for _, st := range statementsOf(s, fn.name) {
 				actions := strs(st.Action)
 				for _, res := range resourceList(st.Resource) {
@@ -673,8 +746,16 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 						}
 						continue
 					}
-					if logicalID(res) == secret || strings.Contains(mustJSON(res), `"`+secret+`"`) {
-						secretGranted = true
+					for id, sec := range secretIDs {
+						if logicalID(res) != id && !strings.Contains(mustJSON(res), `"`+id+`"`) {
+							continue
+						}
+						secretsGranted[sec] = true
+						for _, a := range actions {
+							if a != "secretsmanager:GetSecretValue" && a != "secretsmanager:DescribeSecret" {
+								t.Errorf("%s: granted %s on the secret of the key that %s", where, a, sec.Purpose)
+							}
+						}
 					}
 					for _, name := range tablesIn(res, tables) {
 						if strings.Contains(mustJSON(res), "StreamArn") {
@@ -710,8 +791,10 @@ func TestEachFunctionIsGrantedOnlyItsDeclaredTables(t *testing.T) {
 					t.Errorf("%s: granted %v on %s, declared %v", where, got[resource], resource, want[resource])
 				}
 			}
-			if secretGranted != fn.uses.Secrets {
-				t.Errorf("%s: can read the cursor secret=%v, uses Secrets=%v", where, secretGranted, fn.uses.Secrets)
+			for _, sec := range routes.Secrets() {
+				if want := sec == routes.LogKey || slices.Contains(fn.uses.Secrets, sec); secretsGranted[sec] != want {
+					t.Errorf("%s: can read the key that %s=%v, reads it=%v", where, sec.Purpose, secretsGranted[sec], want)
+				}
 			}
 		}
 	}

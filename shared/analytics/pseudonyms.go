@@ -61,9 +61,9 @@ type Pseudonyms struct {
 
 // ErasureGuard is the erasure records' side of storing a secret.
 type ErasureGuard interface {
-	// Unerased is a transaction item that holds while no erasure of user
-	// was requested at or after since.
-	Unerased(user string, since time.Time) types.TransactWriteItem
+	// Unerased are transaction items that all hold while no erasure of
+	// user was requested at or after since.
+	Unerased(ctx context.Context, user string, since time.Time) []types.TransactWriteItem
 }
 
 // PIDsSince returns the PID of each user whose events in hand start at
@@ -200,8 +200,9 @@ const (
 func (p *Pseudonyms) store(ctx context.Context, user string, since time.Time, secret []byte, moved bool) (storeState, error) {
 	var items []types.TransactWriteItem
 	if p.Guard != nil {
-		items = append(items, p.Guard.Unerased(user, since))
+		items = append(items, p.Guard.Unerased(ctx, user, since)...)
 	}
+	guards := len(items)
 	absent := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(schema.AttrUserID))))
 	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(p.Table, map[string]types.AttributeValue{
 		schema.AttrUserID: ddb.S(user),
@@ -219,7 +220,7 @@ func (p *Pseudonyms) store(ctx context.Context, user string, since time.Time, se
 		return stateStored, nil
 	}
 	if failed, ok := ddb.CancelledBy(err); ok {
-		if p.Guard != nil && slices.Contains(failed, 0) {
+		if slices.ContainsFunc(failed, func(i int) bool { return i < guards }) {
 			return stateErased, nil
 		}
 		// A condition failed or a concurrent transaction conflicted: look

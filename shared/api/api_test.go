@@ -17,6 +17,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 func decodeProblem(t *testing.T, resp events.APIGatewayV2HTTPResponse) Problem {
@@ -230,7 +231,7 @@ func TestServiceCallersMustBeOnTheAllowList(t *testing.T) {
 }
 
 func TestCursorsAreTamperEvidentAndScoped(t *testing.T) {
-	c := Cursors{Keys: NewKeyring([]byte("k"), nil)}
+	c := Cursors{Keys: secrets.Fixed([]byte("k"), nil)}
 	ctx := context.Background()
 	type pos struct{ A, B string }
 	cur, err := c.Encode("list:alice", pos{"x", "y"})
@@ -263,9 +264,9 @@ func TestCursorsAreTamperEvidentAndScoped(t *testing.T) {
 // cursor signed under a key the keyring does not hold is refused.
 func TestCursorsVerifyUnderTheCurrentAndThePreviousKey(t *testing.T) {
 	ctx := context.Background()
-	before := Cursors{Keys: NewKeyring([]byte("key-1"), nil)}
-	after := Cursors{Keys: NewKeyring([]byte("key-2"), []byte("key-1"))}
-	stranger := Cursors{Keys: NewKeyring([]byte("key-3"), nil)}
+	before := Cursors{Keys: secrets.Fixed([]byte("key-1"), nil)}
+	after := Cursors{Keys: secrets.Fixed([]byte("key-2"), []byte("key-1"))}
+	stranger := Cursors{Keys: secrets.Fixed([]byte("key-3"), nil)}
 	old, err := before.Encode("list:alice", 7)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ func TestCursorsVerifyUnderTheCurrentAndThePreviousKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (Cursors{Keys: NewKeyring([]byte("key-2"), nil)}).Decode(ctx, "list:alice", fresh, &n); err != nil || n != 8 {
+	if err := (Cursors{Keys: secrets.Fixed([]byte("key-2"), nil)}).Decode(ctx, "list:alice", fresh, &n); err != nil || n != 8 {
 		t.Fatalf("a cursor signed after the rotation does not verify under the current key: %v", err)
 	}
 	if err := before.Decode(ctx, "list:alice", fresh, &n); err == nil {
@@ -300,22 +301,23 @@ func TestAKeyringReloadsOnceWhenACursorVerifiesUnderNeitherKey(t *testing.T) {
 	ctx := context.Background()
 	loads := 0
 	current, previous := []byte("key-1"), []byte(nil)
-	ring, err := LoadKeyring(ctx, func(context.Context) ([]byte, []byte, error) {
+	clk := clock.NewSettable()
+	ring, err := secrets.Load(ctx, func(context.Context) ([]byte, []byte, error) {
 		loads++
 		return current, previous, nil
-	})
+	}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stale := Cursors{Keys: ring}
-	ring.loaded = time.Now().Add(-2 * reloadEvery)
+	clk.Advance(2 * secrets.ReloadEvery)
 	current, previous = []byte("key-2"), []byte("key-1")
-	cur, _ := Cursors{Keys: NewKeyring(current, previous)}.Encode("s", 1)
+	cur, _ := Cursors{Keys: secrets.Fixed(current, previous)}.Encode("s", 1)
 	var n int
 	if err := stale.Decode(ctx, "s", cur, &n); err != nil || n != 1 {
 		t.Fatalf("a cursor signed after a rotation: %v", err)
 	}
-	forged, _ := Cursors{Keys: NewKeyring([]byte("nobody's"), nil)}.Encode("s", 2)
+	forged, _ := Cursors{Keys: secrets.Fixed([]byte("nobody's"), nil)}.Encode("s", 2)
 	for range 3 {
 		if err := stale.Decode(ctx, "s", forged, &n); err == nil {
 			t.Fatal("a forged cursor was accepted")
@@ -329,7 +331,7 @@ func TestAKeyringReloadsOnceWhenACursorVerifiesUnderNeitherKey(t *testing.T) {
 func TestCursorsExpireAfterTheirTTL(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewSettable()
-	c := Cursors{Keys: NewKeyring([]byte("k"), nil), Clock: clk, TTL: time.Hour}
+	c := Cursors{Keys: secrets.Fixed([]byte("k"), nil), Clock: clk, TTL: time.Hour}
 	cur, err := c.Encode("s", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +392,7 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 func FuzzCursorDecode(f *testing.F) {
-	c := Cursors{Keys: NewKeyring([]byte("fuzz"), nil)}
+	c := Cursors{Keys: secrets.Fixed([]byte("fuzz"), nil)}
 	good, _ := c.Encode("s", map[string]string{"a": "b"})
 	for _, s := range []string{good, "", ".", "a.b", good + "x"} {
 		f.Add(s)

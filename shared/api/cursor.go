@@ -10,11 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 // DefaultCursorTTL is how long a cursor stays valid unless configured
@@ -27,8 +27,9 @@ const DefaultCursorTTL = 24 * time.Hour
 // replayed against another list, or used once it is older than TTL.
 type Cursors struct {
 	// Keys sign new cursors (the current key) and verify them (the current
-	// or the previous one, so a rotation does not break cursors in flight).
-	Keys *Keyring
+	// or the previous one, so a rotation does not break cursors in flight);
+	// nil signs none.
+	Keys *secrets.Ring
 	// Clock dates cursors; nil is the wall clock.
 	Clock clock.Clock
 	// TTL is how long a cursor is valid; 0 is DefaultCursorTTL.
@@ -47,7 +48,7 @@ var errNoKey = errors.New("cursors: no signing key configured")
 
 // Encode returns the cursor for position v within scope.
 func (c Cursors) Encode(scope string, v any) (string, error) {
-	key, _ := c.Keys.keys()
+	key, _ := c.Keys.Keys()
 	if len(key) == 0 {
 		return "", errNoKey
 	}
@@ -67,7 +68,7 @@ func (c Cursors) Encode(scope string, v any) (string, error) {
 // cursor signed under neither key, or for another scope, is invalid; one
 // older than the TTL has expired. Both answer 400 on field "cursor".
 func (c Cursors) Decode(ctx context.Context, scope, cursor string, v any) error {
-	if key, _ := c.Keys.keys(); len(key) == 0 {
+	if key, _ := c.Keys.Keys(); len(key) == 0 {
 		return errNoKey
 	}
 	bad := errs.Field("cursor", "is not a valid cursor for this list")
@@ -81,7 +82,7 @@ func (c Cursors) Decode(ctx context.Context, scope, cursor string, v any) error 
 		return bad
 	}
 	got, err := enc.DecodeString(sig)
-	if err != nil || !c.Keys.verify(ctx, scope, payload, got) {
+	if err != nil || !verify(ctx, c.Keys, scope, payload, got) {
 		return bad
 	}
 	issued := time.Unix(int64(binary.BigEndian.Uint64(payload[1:headerLen])), 0)
@@ -118,59 +119,14 @@ func mac(key []byte, scope string, payload []byte) []byte {
 	return h.Sum(nil)[:macLen]
 }
 
-// KeyLoader reads the signing keys: the current one, and the previous one
-// (nil when there is none). In AWS they are the AWSCURRENT and AWSPREVIOUS
-// versions of the cursor secret.
-type KeyLoader func(ctx context.Context) (current, previous []byte, err error)
-
-// reloadEvery bounds how often a Keyring asks its loader again.
-const reloadEvery = time.Minute
-
-// Keyring holds the cursor keys. A keyring with a loader asks it again, at
-// most once a minute, when a cursor verifies under neither key it holds:
-// the secret may have been rotated since this instance read it, and a
-// cursor signed by a newer instance must still verify here.
-type Keyring struct {
-	mu       sync.Mutex
-	current  []byte
-	previous []byte
-	load     KeyLoader
-	loaded   time.Time
-}
-
-// NewKeyring holds fixed keys (the local stack, tests); previous may be
-// nil.
-func NewKeyring(current, previous []byte) *Keyring {
-	return &Keyring{current: current, previous: previous}
-}
-
-// LoadKeyring reads the keys with load now, and again when a cursor needs
-// it.
-func LoadKeyring(ctx context.Context, load KeyLoader) (*Keyring, error) {
-	current, previous, err := load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(current) == 0 {
-		return nil, errNoKey
-	}
-	return &Keyring{current: current, previous: previous, load: load, loaded: time.Now()}, nil
-}
-
-func (k *Keyring) keys() (current, previous []byte) {
-	if k == nil {
-		return nil, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.current, k.previous
-}
-
 // verify reports whether sig is the MAC of payload under the current or
-// the previous key, reloading the keys once when neither matches.
-func (k *Keyring) verify(ctx context.Context, scope string, payload, sig []byte) bool {
+// the previous key, reading the keys again once (at most once a minute)
+// when neither matches: the secret may have been rotated since this
+// instance read it, and a cursor signed by a newer instance must still
+// verify here.
+func verify(ctx context.Context, keys *secrets.Ring, scope string, payload, sig []byte) bool {
 	matches := func() bool {
-		current, previous := k.keys()
+		current, previous := keys.Keys()
 		for _, key := range [][]byte{current, previous} {
 			if len(key) > 0 && hmac.Equal(sig, mac(key, scope, payload)) {
 				return true
@@ -181,24 +137,5 @@ func (k *Keyring) verify(ctx context.Context, scope string, payload, sig []byte)
 	if matches() {
 		return true
 	}
-	return k.reload(ctx) && matches()
-}
-
-// reload asks the loader for the keys again unless it was asked within
-// reloadEvery; it reports whether the keys changed. A failed reload keeps
-// the keys held.
-func (k *Keyring) reload(ctx context.Context) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.load == nil || time.Since(k.loaded) < reloadEvery {
-		return false
-	}
-	k.loaded = time.Now()
-	current, previous, err := k.load(ctx)
-	if err != nil || len(current) == 0 {
-		return false
-	}
-	changed := !hmac.Equal(current, k.current) || !hmac.Equal(previous, k.previous)
-	k.current, k.previous = current, previous
-	return changed
+	return keys.Reload(ctx) && matches()
 }

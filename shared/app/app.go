@@ -13,12 +13,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -28,9 +28,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rallyhq/rally/shared/accounts"
 	"github.com/rallyhq/rally/shared/api"
@@ -43,6 +43,7 @@ import (
 	"github.com/rallyhq/rally/shared/ratelimit"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 // Deps are the dependencies every handler is built from.
@@ -61,6 +62,8 @@ type Deps struct {
 	// fallback limits, the first-seen cache), so they are built once.
 	limiter  *ratelimit.Limiter
 	accounts *accounts.Store
+	// keys are the keys read from the secrets, by routes.Secret name.
+	keys map[string]*secrets.Ring
 }
 
 // Options adjusts New for the local stack and tests.
@@ -99,25 +102,27 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	logKey, err := logKey(cfg)
-	if err != nil {
-		return nil, err
-	}
-	d := &Deps{
-		Config:  cfg,
-		Log:     obs.NewLogger(out, cfg.LogLevel, logKey),
-		Metrics: obs.NewMetrics(out, opts.Function),
-		Clock:   opts.Clock,
-	}
-	if d.Clock == nil {
-		d.Clock = clock.System{}
-	}
 	awsCfg, err := awsConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	awsCfg.APIOptions = append(awsCfg.APIOptions, opts.APIOptions...)
-	d.AWS = awsCfg
+	keys, err := loadKeys(ctx, cfg, awsCfg)
+	if err != nil {
+		return nil, err
+	}
+	logKey, _ := keys[routes.LogKey.Name].Keys()
+	d := &Deps{
+		Config:  cfg,
+		Log:     obs.NewLogger(out, cfg.LogLevel, logKey),
+		Metrics: obs.NewMetrics(out, opts.Function),
+		Clock:   opts.Clock,
+		AWS:     awsCfg,
+		keys:    keys,
+	}
+	if d.Clock == nil {
+		d.Clock = clock.System{}
+	}
 	d.DB = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		// Redis-less leaderboard reads query every index shard at once;
 		// keep enough idle connections that they are reused, not redialled.
@@ -137,13 +142,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (*Deps, error) {
 	}); err != nil {
 		return nil, err
 	}
-	keys, err := cursorKeys(ctx, cfg, awsCfg)
-	if err != nil {
-		return nil, err
-	}
 	d.limiter = ratelimit.New(d.Redis)
 	d.accounts = &accounts.Store{DB: d.DB, Table: d.Table(schema.Accounts), Redis: d.Redis, Clock: d.Clock}
-	d.Cursors = api.Cursors{Keys: keys, Clock: d.Clock, TTL: cfg.CursorTTL}
+	d.Cursors = api.Cursors{Keys: d.Key(routes.CursorKey), Clock: d.Clock, TTL: cfg.CursorTTL}
 	if !cfg.Local() && len(cfg.ServiceRoles) == 0 && servesServices(cfg.Function) {
 		return nil, fmt.Errorf("app: %s serves service routes, but RALLY_SERVICE_ROLES (the roles allowed to call them) is not set", cfg.Function)
 	}
@@ -166,50 +167,59 @@ func awsConfig(ctx context.Context, cfg config.Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-// LocalLogKey keys the local stack's log hashes when RALLY_LOG_KEY is
-// unset.
-const LocalLogKey = "rally-local-log-key"
-
-// logKey keys the user hashes in logs: the deployment's RALLY_LOG_KEY, or
-// the local one; outside the local stage a function refuses to start
-// without it rather than log hashes anyone could recompute.
-func logKey(cfg config.Config) ([]byte, error) {
-	switch {
-	case cfg.LogKey != "":
-		return []byte(cfg.LogKey), nil
-	case cfg.Local():
-		return []byte(LocalLogKey), nil
-	}
-	return nil, errors.New("app: RALLY_LOG_KEY (the key of the user hashes in logs) is not set")
-}
-
-// localCursorKey signs the local stack's cursors when RALLY_CURSOR_KEY is
-// unset.
-const localCursorKey = "rally-local-cursor-key"
-
-// cursorKeys are the keys that sign and verify pagination cursors: the
-// cursor secret's AWSCURRENT and AWSPREVIOUS versions in AWS, a fixed key
-// locally. A function declared to page (routes.Uses.Secrets) refuses to
-// start without the secret outside the local stage; the others never sign
-// cursors, and a Cursors without keys refuses to.
-func cursorKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (*api.Keyring, error) {
-	if cfg.SecretARN == "" {
+// loadKeys reads the key of each secret (routes.Secrets) the function is
+// given, all at once: from Secrets Manager when it is given the secret's
+// ARN, as is when given the key itself, the local key on the local stage.
+// Outside the local stage a function refuses to start without a secret it
+// reads (the log key, which every function reads, and those its
+// declarations name) rather than log hashes anyone could recompute or
+// sign cursors anyone could forge; a secret it does not read stays unread.
+func loadKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (map[string]*secrets.Ring, error) {
+	uses, _ := routes.UsesOf(cfg.Function)
+	keys := map[string]*secrets.Ring{}
+	var sm *secretsmanager.Client
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, s := range routes.Secrets() {
+		arn, key := cfg.Secret(s)
 		switch {
-		case cfg.CursorKey != "":
-			return api.NewKeyring([]byte(cfg.CursorKey), nil), nil
+		case arn != "":
+			if sm == nil {
+				sm = secretsmanager.NewFromConfig(awsCfg)
+			}
+			load := secrets.Versions(sm, arn, s.Rotates)
+			g.Go(func() error {
+				ring, err := secrets.Load(gctx, load, nil)
+				if err != nil {
+					return fmt.Errorf("app: the key that %s (%s): %w", s.Purpose, s.ARNVar, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				keys[s.Name] = ring
+				return nil
+			})
+		case key != "":
+			keys[s.Name] = secrets.Fixed([]byte(key), nil)
 		case cfg.Local():
-			return api.NewKeyring([]byte(localCursorKey), nil), nil
+			keys[s.Name] = secrets.Fixed([]byte(s.Local), nil)
+		case uses.Reads(s):
+			function := cfg.Function
+			if function == "" {
+				function = "a deployed function"
+			}
+			return nil, fmt.Errorf("app: %s reads the key that %s, but %s (its secret's ARN) is not set", function, s.Purpose, s.ARNVar)
 		}
-		if uses, ok := routes.UsesOf(cfg.Function); ok && uses.Secrets {
-			return nil, fmt.Errorf("app: %s signs pagination cursors, but RALLY_SECRET_ARN (the cursor secret) is not set", cfg.Function)
-		}
-		return nil, nil
 	}
-	client := secretsmanager.NewFromConfig(awsCfg)
-	return api.LoadKeyring(ctx, func(ctx context.Context) ([]byte, []byte, error) {
-		return secretVersions(ctx, client, cfg.SecretARN)
-	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return keys, nil
 }
+
+// Key is the key of secret s, nil when the function reads none (it is
+// not among the secrets it declares); a function that declares s
+// refuses to start without it.
+func (d *Deps) Key(s routes.Secret) *secrets.Ring { return d.keys[s.Name] }
 
 // servesServices reports whether function serves a service route.
 func servesServices(function string) bool {
@@ -219,39 +229,6 @@ func servesServices(function string) bool {
 		}
 	}
 	return false
-}
-
-// SecretReader is the part of Secrets Manager the cursor keys are read
-// with.
-type SecretReader interface {
-	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-// secretVersions reads the AWSCURRENT and AWSPREVIOUS versions of the
-// secret arn; previous is nil when the secret was never rotated.
-func secretVersions(ctx context.Context, sm SecretReader, arn string) (current, previous []byte, err error) {
-	read := func(stage string) ([]byte, error) {
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn), VersionStage: aws.String(stage)})
-		if err != nil {
-			return nil, err
-		}
-		if out.SecretString == nil || *out.SecretString == "" {
-			return nil, fmt.Errorf("app: secret %s (%s) is empty", arn, stage)
-		}
-		return []byte(*out.SecretString), nil
-	}
-	if current, err = read("AWSCURRENT"); err != nil {
-		return nil, nil, fmt.Errorf("app: read secret %s: %w", arn, err)
-	}
-	previous, err = read("AWSPREVIOUS")
-	var notFound *smtypes.ResourceNotFoundException
-	if errors.As(err, &notFound) {
-		return current, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("app: read secret %s (AWSPREVIOUS): %w", arn, err)
-	}
-	return current, previous, nil
 }
 
 // Table is the physical name of table t.

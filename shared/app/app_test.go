@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -56,35 +52,29 @@ func TestADeployedFunctionRefusesToStartWithoutItsLogKeyOrServiceRoles(t *testin
 	}
 }
 
-// The cursor keys are the secret's AWSCURRENT and AWSPREVIOUS versions; a
-// secret never rotated has no AWSPREVIOUS, which is fine.
-func TestCursorKeysAreTheCurrentAndPreviousVersions(t *testing.T) {
+// A deployed function that looks erasure records up refuses to start
+// without the erasure key's secret, and one that does not never reads it.
+func TestAFunctionThatLooksErasuresUpRefusesToStartWithoutTheErasureKey(t *testing.T) {
 	ctx := context.Background()
-	versions := map[string]string{"AWSCURRENT": "new-key"}
-	sm := fakeSecrets(versions)
-	current, previous, err := secretVersions(ctx, sm, "arn:secret")
-	if err != nil || string(current) != "new-key" || previous != nil {
-		t.Fatalf("never rotated: %q %q %v", current, previous, err)
+	opts := Options{LogOutput: io.Discard}
+	for _, fn := range []string{routes.EraseUser.Function, routes.ErasureStatus.Function, routes.ErasureProcessor.Function, routes.AnalyticsShipper.Function} {
+		_, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", LogKey: "k", ServiceRoles: []string{"arn:aws:iam::1:role/r"}, Function: fn}, opts)
+		if err == nil || !strings.Contains(err.Error(), "RALLY_ERASURE_KEY_ARN") {
+			t.Errorf("%s without the erasure key in prod: %v, want an error naming RALLY_ERASURE_KEY_ARN", fn, err)
+		}
 	}
-	versions["AWSPREVIOUS"] = "old-key"
-	current, previous, err = secretVersions(ctx, sm, "arn:secret")
-	if err != nil || string(current) != "new-key" || string(previous) != "old-key" {
-		t.Fatalf("rotated: %q %q %v", current, previous, err)
+	d, err := New(ctx, config.Config{Stage: "prod", Region: "us-east-1", LogKey: "k", Function: routes.FavoriteGame.Function}, opts)
+	if err != nil {
+		t.Fatalf("a function that looks no erasure up: %v", err)
 	}
-	delete(versions, "AWSCURRENT")
-	if _, _, err := secretVersions(ctx, sm, "arn:secret"); err == nil {
-		t.Fatal("a secret without a current version gave keys")
+	if d.Key(routes.ErasureKey) != nil {
+		t.Error("a function that looks no erasure up holds the erasure key")
 	}
-}
-
-// fakeSecrets answers GetSecretValue from versions by stage, and as
-// Secrets Manager does for a stage no version carries.
-type fakeSecrets map[string]string
-
-func (f fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	v, ok := f[aws.ToString(in.VersionStage)]
-	if !ok {
-		return nil, &smtypes.ResourceNotFoundException{Message: aws.String("Secrets Manager can't find the specified secret value for staging label: " + aws.ToString(in.VersionStage))}
+	d, err = New(ctx, config.Config{Stage: config.LocalStage, Region: "us-east-1", Function: routes.ErasureStatus.Function}, opts)
+	if err != nil {
+		t.Fatalf("locally: %v", err)
 	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(v)}, nil
+	if current, _ := d.Key(routes.ErasureKey).Keys(); string(current) != routes.ErasureKey.Local {
+		t.Errorf("the local erasure key is %q, want the local stand-in", current)
+	}
 }

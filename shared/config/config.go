@@ -37,15 +37,21 @@ type Config struct {
 	// RedisTimeout bounds each Redis command so a sick cache stays off the
 	// hot path.
 	RedisTimeout time.Duration
-	// SecretARN names the Secrets Manager secret holding the cursor key.
+	// SecretARN names the Secrets Manager secret holding the cursor key
+	// (routes.CursorKey).
 	SecretARN string
 	// CursorKey signs pagination cursors when no SecretARN is set (local).
 	CursorKey string
 	// CursorTTL is how long a pagination cursor stays valid.
 	CursorTTL time.Duration
-	// LogKey keys the hashes logs name users by (obs.UserHash); a
-	// deployment's own, from its log key secret.
-	LogKey string
+	// LogKeyARN names the secret holding the key of the hashes logs name
+	// users by (routes.LogKey, obs.UserHash); LogKey is that key itself,
+	// used when no LogKeyARN is set (local, tests).
+	LogKeyARN, LogKey string
+	// ErasureKeyARN names the secret holding the key of the hashes
+	// erasure records are kept under (routes.ErasureKey); ErasureKey is
+	// that key itself, used when no ErasureKeyARN is set (local, tests).
+	ErasureKeyARN, ErasureKey string
 	// ServiceRoles are the IAM principals (role ARNs, matched by their
 	// sessions, or user ARNs) allowed to call service routes.
 	ServiceRoles []string
@@ -98,6 +104,21 @@ type Config struct {
 	LambdaEndpoint string
 }
 
+// Secret is where the function finds the key of secret s: the secret's
+// ARN (in AWS), or the key itself (local, tests); both empty when it was
+// given neither.
+func (c Config) Secret(s routes.Secret) (arn, key string) {
+	switch s.Name {
+	case routes.CursorKey.Name:
+		return c.SecretARN, c.CursorKey
+	case routes.LogKey.Name:
+		return c.LogKeyARN, c.LogKey
+	case routes.ErasureKey.Name:
+		return c.ErasureKeyARN, c.ErasureKey
+	}
+	return "", ""
+}
+
 // Budget is b's per-minute budget: b's own unless overridden.
 func (c Config) Budget(b routes.Budget) int {
 	if n, ok := c.Budgets[b.Name]; ok {
@@ -146,9 +167,12 @@ func FromEnv() (Config, error) {
 		DynamoDBEndpoint: os.Getenv("RALLY_DYNAMODB_ENDPOINT"),
 		Tables:           schema.NamesFromEnv(os.Getenv("RALLY_TABLE_PREFIX")),
 		RedisURL:         os.Getenv("RALLY_REDIS_URL"),
-		SecretARN:        os.Getenv("RALLY_SECRET_ARN"),
-		CursorKey:        os.Getenv("RALLY_CURSOR_KEY"),
-		LogKey:           os.Getenv("RALLY_LOG_KEY"),
+		SecretARN:        os.Getenv(routes.CursorKey.ARNVar),
+		CursorKey:        os.Getenv(routes.CursorKey.KeyVar),
+		LogKeyARN:        os.Getenv(routes.LogKey.ARNVar),
+		LogKey:           os.Getenv(routes.LogKey.KeyVar),
+		ErasureKeyARN:    os.Getenv(routes.ErasureKey.ARNVar),
+		ErasureKey:       os.Getenv(routes.ErasureKey.KeyVar),
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),

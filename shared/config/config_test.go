@@ -61,3 +61,22 @@ func TestADeployedFunctionIsToldEveryTableItUses(t *testing.T) {
 		})
 	}
 }
+
+// Each declared secret is read from its own variables: its ARN, or the
+// key itself.
+func TestEverySecretIsReadFromItsVariables(t *testing.T) {
+	clearEnv(t)
+	for _, sec := range routes.Secrets() {
+		t.Setenv(sec.ARNVar, "arn of "+sec.Name)
+		t.Setenv(sec.KeyVar, "key of "+sec.Name)
+	}
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range routes.Secrets() {
+		if arn, key := c.Secret(sec); arn != "arn of "+sec.Name || key != "key of "+sec.Name {
+			t.Errorf("%s: ARN %q, key %q, want those of %s and %s", sec.Name, arn, key, sec.ARNVar, sec.KeyVar)
+		}
+	}
+}

@@ -24,13 +24,15 @@ import (
 //
 // Items, not an attribute of the erasure record: a user with tens of
 // thousands of reactions would not fit DynamoDB's 400 KB item. They are
-// keyed by the hash of the user id (see Hash), so they name nobody; they
-// are cleared once counted, and the TTL removes those of an erasure never
-// finished.
+// keyed by the erasure hash of the user id (Hasher), so they name nobody,
+// and read under every version of the key a run may have written them
+// under; they are cleared once counted, and the TTL removes those of an
+// erasure never finished.
 type Awaits struct {
-	DB    ddb.DB
-	Table string // Counters, physical name
-	Clock clock.Clock
+	DB     ddb.DB
+	Table  string // Counters, physical name
+	Clock  clock.Clock
+	Hasher *Hasher
 }
 
 const awaitRetention = 7 * 24 * time.Hour
@@ -45,7 +47,7 @@ func (a *Awaits) Add(ctx context.Context, user string, versions map[string]int64
 	if len(versions) == 0 {
 		return nil
 	}
-	hash := Hash(user)
+	hash := a.Hasher.Hashes(ctx, user)[0]
 	expires := ddb.N(a.Clock.Now().Add(awaitRetention).Unix())
 	reqs := make([]types.WriteRequest, 0, len(versions))
 	for k, v := range versions {
@@ -61,8 +63,23 @@ func (a *Awaits) Add(ctx context.Context, user string, versions map[string]int64
 
 // List returns the versions recorded for the erasure of user.
 func (a *Awaits) List(ctx context.Context, user string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, hash := range a.Hasher.Hashes(ctx, user) {
+		versions, err := a.list(ctx, hash)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range versions {
+			out[k] = max(out[k], v)
+		}
+	}
+	return out, nil
+}
+
+// list returns the versions recorded under hash.
+func (a *Awaits) list(ctx context.Context, hash string) (map[string]int64, error) {
 	in := ddb.QueryInput(a.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(schema.AttrPK).Equal(expression.Value(a.pk(Hash(user)))))))
+		expression.Key(schema.AttrPK).Equal(expression.Value(a.pk(hash))))))
 	in.ConsistentRead = aws.Bool(true)
 	out := map[string]int64{}
 	for {
@@ -91,16 +108,17 @@ func (a *Awaits) List(ctx context.Context, user string) (map[string]int64, error
 
 // Clear drops the versions recorded for the erasure of user.
 func (a *Awaits) Clear(ctx context.Context, user string) error {
-	hash := Hash(user)
-	versions, err := a.List(ctx, user)
-	if err != nil {
-		return err
-	}
-	reqs := make([]types.WriteRequest, 0, len(versions))
-	for k := range versions {
-		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
-			schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k),
-		}}})
+	var reqs []types.WriteRequest
+	for _, hash := range a.Hasher.Hashes(ctx, user) {
+		versions, err := a.list(ctx, hash)
+		if err != nil {
+			return err
+		}
+		for k := range versions {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+				schema.AttrPK: a.pk(hash), schema.AttrSK: ddb.S(k),
+			}}})
+		}
 	}
 	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
 		return fmt.Errorf("privacy: clear %d awaited versions: %w", len(reqs), err)

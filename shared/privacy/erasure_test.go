@@ -27,6 +27,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/privacy"
+	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streams"
@@ -211,6 +212,9 @@ func (w *world) tablesHolding(t *testing.T, id string) (found []string, erasures
 	return found, erasures
 }
 
+// hash is the erasure hash of id under the stack's erasure key.
+func (w *world) hash(id string) string { return privacybind.Hasher(w.s.Deps()).Hash(id) }
+
 // traceless asserts that nothing but the hashed erasure record holds id.
 func (w *world) traceless(t *testing.T, id string) {
 	t.Helper()
@@ -220,7 +224,7 @@ func (w *world) traceless(t *testing.T, id string) {
 	}
 	var mine int
 	for _, it := range erasures {
-		if h, ok := it[schema.AttrUserHash].(*types.AttributeValueMemberS); ok && h.Value == privacy.Hash(id) {
+		if h, ok := it[schema.AttrUserHash].(*types.AttributeValueMemberS); ok && h.Value == w.hash(id) {
 			mine++
 			for _, attr := range []string{"user_id", "pending", "lease_until"} {
 				if _, ok := it[attr]; ok {
@@ -233,7 +237,7 @@ func (w *world) traceless(t *testing.T, id string) {
 		t.Errorf("%d erasure records for the hash of %s, want 1", mine, id)
 	}
 	// Nothing else keeps the hash either (the versions an erasure awaits).
-	byHash, _ := w.tablesHolding(t, privacy.Hash(id))
+	byHash, _ := w.tablesHolding(t, w.hash(id))
 	for _, f := range byHash {
 		if !strings.HasPrefix(f, schema.Erasures.Name+":") {
 			t.Errorf("left behind under the user's hash: %s", f)
@@ -487,12 +491,12 @@ func TestAnInterruptedErasureCompletesWhenRunAgain(t *testing.T) {
 	job := all.ErasureJob(w.s.Deps())
 	crashing := *job
 	crashing.Parts = append(slices.Clone(job.Parts[:2]), crash{})
-	if err := crashing.Run(context.Background(), privacy.Hash(erased)); err == nil || !strings.Contains(err.Error(), "process killed") {
+	if err := crashing.Run(context.Background(), w.hash(erased)); err == nil || !strings.Contains(err.Error(), "process killed") {
 		t.Fatalf("the crashing run returned %v", err)
 	}
 	// It died without giving its lease back.
 	now := w.s.Clock().Now()
-	cur, ok, err := job.Records.Get(context.Background(), privacy.Hash(erased))
+	cur, ok, err := job.Records.Get(context.Background(), w.hash(erased))
 	if err != nil || !ok || cur.Status != privacy.Pending {
 		t.Fatalf("after the crash: %+v %v %v", cur, ok, err)
 	}
@@ -515,7 +519,7 @@ func TestAnInterruptedErasureCompletesWhenRunAgain(t *testing.T) {
 
 	// While the lease holds, the schedule leaves the erasure alone.
 	w.erasures.Store(true)
-	if err := job.Run(context.Background(), privacy.Hash(erased)); err == nil {
+	if err := job.Run(context.Background(), w.hash(erased)); err == nil {
 		t.Fatal("a run took an erasure another run holds")
 	}
 	// The lease runs out. (A minute on, the rate-limit counters of the

@@ -84,7 +84,7 @@ func (a *API) ErasureStatus(ctx context.Context, r *api.Request) (api.Response, 
 	if err != nil {
 		return api.Response{}, err
 	}
-	e, ok, err := a.Records.Get(ctx, Hash(user))
+	e, ok, err := a.Records.Find(ctx, user)
 	if err != nil {
 		return api.Response{}, err
 	}

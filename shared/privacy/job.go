@@ -120,8 +120,8 @@ func requested(rec events.DynamoDBEventRecord) (string, bool) {
 }
 
 // run carries out one erasure as far as it can, logging what stopped it
-// under the user's log hash (never the user id, nor the record's unkeyed
-// hash, which a list of candidate ids would reverse).
+// under the user's log hash (never the user id, nor the record's hash,
+// which would tie log lines to the Erasures table).
 func (j *Job) run(ctx context.Context, hash string) {
 	user, err := j.erase(ctx, hash)
 	log := j.Log

@@ -3,6 +3,8 @@ package privacy_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -21,12 +23,18 @@ import (
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 func records(t *testing.T) (*privacy.Records, *dynamodb.Client, schema.Names) {
 	t.Helper()
 	db, names, _ := testenv.DynamoDB(t)
-	return &privacy.Records{DB: db, Table: names.Of(schema.Erasures)}, db, names
+	return underKeys(db, names, secrets.Fixed([]byte("erasure-key-1"), nil)), db, names
+}
+
+// underKeys are the Erasures table's records, hashed under keys.
+func underKeys(db *dynamodb.Client, names schema.Names, keys *secrets.Ring) *privacy.Records {
+	return &privacy.Records{DB: db, Table: names.Of(schema.Erasures), Hasher: privacy.NewHasher(keys)}
 }
 
 // Twenty concurrent requests for one user make one erasure; once it is
@@ -54,17 +62,17 @@ func TestOneErasurePendingPerUser(t *testing.T) {
 		}
 	}
 	pending, err := r.Pending(ctx, 10)
-	if err != nil || len(pending) != 1 || pending[0].Hash != privacy.Hash("ann") || !pending[0].RequestedAt.Equal(now) {
+	if err != nil || len(pending) != 1 || pending[0].Hash != r.Hasher.Hash("ann") || !pending[0].RequestedAt.Equal(now) {
 		t.Fatalf("pending %v %v", pending, err)
 	}
-	e, _, err := r.Get(ctx, privacy.Hash("ann"))
+	e, _, err := r.Get(ctx, r.Hasher.Hash("ann"))
 	if err != nil || e.UserID != "ann" || e.Status != privacy.Pending {
 		t.Fatalf("pending record %+v %v", e, err)
 	}
 	if err := r.Complete(ctx, e, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	done, _, err := r.Get(ctx, privacy.Hash("ann"))
+	done, _, err := r.Get(ctx, r.Hasher.Hash("ann"))
 	if err != nil || done.Status != privacy.Completed || done.UserID != "" || !done.CompletedAt.Equal(now.Add(time.Minute)) {
 		t.Fatalf("completed record %+v %v", done, err)
 	}
@@ -210,5 +218,140 @@ func TestAnErasedUsersLegacySecretIsNotMoved(t *testing.T) {
 	})
 	if err != nil || out.Item != nil {
 		t.Fatalf("an erased user's secret was moved: %v %v", out.Item, err)
+	}
+}
+
+// An erasure record is kept under a hash keyed by the erasure key: not the
+// SHA-256 of the id (with or without a label), which anyone reading the
+// Erasures table could compute for a known id, and not what another key
+// makes of it.
+func TestAnErasureRecordIsKeptUnderAKeyedHash(t *testing.T) {
+	r, db, names := records(t)
+	ctx := context.Background()
+	const user = "known-id-42"
+	if _, err := r.Request(ctx, user, time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(names.Of(schema.Erasures))})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("erasure records: %v %v, want one", out.Items, err)
+	}
+	key := out.Items[0][schema.AttrUserHash].(*types.AttributeValueMemberS).Value
+	for _, guess := range []string{user, "rally/erasure\x00" + user, "rally/erasure" + user} {
+		sum := sha256.Sum256([]byte(guess))
+		if key == hex.EncodeToString(sum[:]) {
+			t.Fatalf("the record of %s is kept under the unkeyed SHA-256 of %q", user, guess)
+		}
+	}
+	if other := privacy.NewHasher(secrets.Fixed([]byte("another-key"), nil)).Hash(user); key == other {
+		t.Fatal("another key makes the same hash")
+	}
+	if _, found, err := underKeys(db, names, secrets.Fixed([]byte("another-key"), nil)).Find(ctx, user); err != nil || found {
+		t.Fatalf("a reader holding another key found the record: %v %v", found, err)
+	}
+	if e, found, err := r.Find(ctx, user); err != nil || !found || e.UserID != user {
+		t.Fatalf("the record under the erasure key: %+v %v %v", e, found, err)
+	}
+}
+
+// After the erasure key is rotated, a record written under the previous
+// version is still found: its status is read, a new request returns the
+// erasure still pending instead of starting a second, the analytics
+// shipper still sees the user as erased, the erasure completes, and the
+// versions it awaits are listed and cleared. New records are written
+// under the current version.
+func TestARecordWrittenUnderThePreviousKeyIsFoundAfterARotation(t *testing.T) {
+	db, names, _ := testenv.DynamoDB(t)
+	ctx := context.Background()
+	k1, k2 := []byte("erasure-key-1"), []byte("erasure-key-2")
+	before := underKeys(db, names, secrets.Fixed(k1, nil))
+	after := underKeys(db, names, secrets.Fixed(k2, k1))
+	counters := names.Of(schema.Counters)
+	awaitsBefore := &privacy.Awaits{DB: db, Table: counters, Clock: clock.System{}, Hasher: before.Hasher}
+	awaitsAfter := &privacy.Awaits{DB: db, Table: counters, Clock: clock.System{}, Hasher: after.Hasher}
+	requested := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+	e, err := before.Request(ctx, "bo", requested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitsBefore.Add(ctx, "bo", map[string]int64{"fav#g1": 4}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, found, err := after.Find(ctx, "bo")
+	if err != nil || !found || got.ID != e.ID || got.Status != privacy.Pending {
+		t.Fatalf("after the rotation, the erasure requested before: %+v %v %v", got, found, err)
+	}
+	again, err := after.Request(ctx, "bo", requested.Add(time.Minute))
+	if err != nil || again.ID != e.ID {
+		t.Fatalf("a request after the rotation: %+v %v, want the pending erasure %s", again, err, e.ID)
+	}
+	pids := &analytics.Pseudonyms{DB: db, Table: names.Of(schema.AnalyticsSecrets), Guard: after}
+	late, err := pids.PIDsSince(ctx, map[string]time.Time{"bo": requested.Add(-time.Hour)})
+	if err != nil || late["bo"] != "" {
+		t.Fatalf("the PID of an event from before the erasure, after the rotation: %v %v", late, err)
+	}
+	if versions, err := awaitsAfter.List(ctx, "bo"); err != nil || versions["fav#g1"] != 4 {
+		t.Fatalf("the versions awaited, after the rotation: %v %v", versions, err)
+	}
+	if err := awaitsAfter.Clear(ctx, "bo"); err != nil {
+		t.Fatal(err)
+	}
+	if versions, err := awaitsBefore.List(ctx, "bo"); err != nil || len(versions) != 0 {
+		t.Fatalf("the versions awaited after they were cleared: %v %v", versions, err)
+	}
+
+	job := &privacy.Job{Records: after, Clock: clock.System{}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Metrics: obs.NewMetrics(io.Discard, "erasure-processor")}
+	if err := job.Process(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if done, found, err := after.Find(ctx, "bo"); err != nil || !found || done.Status != privacy.Completed {
+		t.Fatalf("the erasure once run after the rotation: %+v %v %v", done, found, err)
+	}
+
+	cy, err := after.Request(ctx, "cy", requested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := before.Find(ctx, "cy"); err != nil || found {
+		t.Fatalf("a record written after the rotation is under the previous key: %v %v", found, err)
+	}
+	if got, found, err := underKeys(db, names, secrets.Fixed(k2, nil)).Find(ctx, "cy"); err != nil || !found || got.ID != cy.ID {
+		t.Fatalf("a record written after the rotation, under the current key: %+v %v %v", got, found, err)
+	}
+}
+
+// An instance that read the erasure key before a rotation finds a record
+// a newer instance wrote under the new key: finding nothing under the keys
+// it holds, it reads the key again.
+func TestAnInstanceThatReadTheKeyBeforeARotationFindsRecordsWrittenAfterIt(t *testing.T) {
+	db, names, _ := testenv.DynamoDB(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	current, previous := []byte("erasure-key-1"), []byte(nil)
+	clk := clock.NewSettable()
+	ring, err := secrets.Load(ctx, func(context.Context) ([]byte, []byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return current, previous, nil
+	}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := underKeys(db, names, ring)
+	mu.Lock()
+	current, previous = []byte("erasure-key-2"), []byte("erasure-key-1")
+	mu.Unlock()
+	fresh := underKeys(db, names, secrets.Fixed([]byte("erasure-key-2"), []byte("erasure-key-1")))
+	e, err := fresh.Request(ctx, "di", time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(secrets.ReloadEvery)
+	got, found, err := stale.Find(ctx, "di")
+	if err != nil || !found || got.ID != e.ID {
+		t.Fatalf("the stale instance's lookup: %+v %v %v, want erasure %s", got, found, err, e.ID)
 	}
 }

@@ -31,6 +31,8 @@ import (
 type Records struct {
 	DB    ddb.DB
 	Table string
+	// Hasher makes the hashes records are kept under.
+	Hasher *Hasher
 }
 
 type record struct {
@@ -76,7 +78,19 @@ func newID() (string, error) {
 // there is one, else a new one (also after a completed erasure, since the
 // user may have come back since).
 func (s *Records) Request(ctx context.Context, user string, now time.Time) (Erasure, error) {
-	hash := Hash(user)
+	hashes := s.Hasher.Hashes(ctx, user)
+	// One pending under the key's previous version is the user's erasure
+	// still: a request made across a rotation does not start a second.
+	for _, earlier := range hashes[1:] {
+		e, ok, err := s.Get(ctx, earlier)
+		if err != nil {
+			return Erasure{}, err
+		}
+		if ok && e.Status == Pending {
+			return e, nil
+		}
+	}
+	hash := hashes[0]
 	for attempt := 0; attempt < 3; attempt++ {
 		id, err := newID()
 		if err != nil {
@@ -107,6 +121,26 @@ func (s *Records) Request(ctx context.Context, user string, now time.Time) (Eras
 		}
 	}
 	return Erasure{}, errs.New(errs.Unavailable, "the erasure could not be recorded; retry")
+}
+
+// Find reads the latest erasure record of user: the one under the key's
+// current version, else the one under its previous version. When there
+// is neither it reads the key again (at most once a minute), since a
+// newer instance may have written the record under a key this one has
+// not read yet.
+func (s *Records) Find(ctx context.Context, user string) (Erasure, bool, error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		for _, h := range s.Hasher.Hashes(ctx, user) {
+			e, ok, err := s.Get(ctx, h)
+			if err != nil || ok {
+				return e, ok, err
+			}
+		}
+		if !s.Hasher.Reload(ctx) {
+			break
+		}
+	}
+	return Erasure{}, false, nil
 }
 
 // Get reads the erasure record of a user hash.
@@ -204,13 +238,18 @@ func (s *Records) Complete(ctx context.Context, e Erasure, now time.Time) error 
 	return nil
 }
 
-// Unerased is a transaction item that holds while no erasure of user was
-// requested at or after since: the analytics shipper creates a user's
-// secret only with it, so an erased user's secret never comes back for
-// events from before the erasure.
-func (s *Records) Unerased(user string, since time.Time) types.TransactWriteItem {
-	unerased := expression.Name(schema.AttrUserHash).AttributeNotExists().
-		Or(expression.Name(schema.AttrAskedAt).LessThan(expression.Value(ddb.FormatTime(since))))
-	return types.TransactWriteItem{ConditionCheck: ddb.TransactCheck(s.Table, s.key(Hash(user)),
-		ddb.MustBuild(expression.NewBuilder().WithCondition(unerased)))}
+// Unerased are the transaction items that hold while no erasure of user
+// was requested at or after since, one for each version of the key a
+// record may be kept under: the analytics shipper creates a user's secret
+// only with them, so an erased user's secret never comes back for events
+// from before the erasure.
+func (s *Records) Unerased(ctx context.Context, user string, since time.Time) []types.TransactWriteItem {
+	unerased := ddb.MustBuild(expression.NewBuilder().WithCondition(
+		expression.Name(schema.AttrUserHash).AttributeNotExists().
+			Or(expression.Name(schema.AttrAskedAt).LessThan(expression.Value(ddb.FormatTime(since))))))
+	var items []types.TransactWriteItem
+	for _, h := range s.Hasher.Hashes(ctx, user) {
+		items = append(items, types.TransactWriteItem{ConditionCheck: ddb.TransactCheck(s.Table, s.key(h), unerased)})
+	}
+	return items
 }

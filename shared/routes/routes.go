@@ -56,8 +56,9 @@ type Uses struct {
 	// and on each index it reads.
 	Calls []Call
 	Redis bool
-	// Secrets is true when the function signs or verifies cursors.
-	Secrets bool
+	// Secrets are the keys the function reads from Secrets Manager at
+	// start besides the log key, which every function reads (Keys).
+	Secrets []Secret
 	// Analytics is true when the function sends events to the analytics
 	// delivery stream (Firehose).
 	Analytics bool
@@ -185,7 +186,7 @@ var (
 	ListFavorites = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/favorites", Function: "list-favorites", Feature: Reactions, Auth: Player, Budget: ReadBudget,
 		Summary: "A user's favorite games, newest first",
-		Uses:    Uses{Calls: []Call{OnIndex(schema.Reactions, schema.IndexReactionsByTime, Query), On(schema.Games, BatchGetItem)}, Secrets: true},
+		Uses:    Uses{Calls: []Call{OnIndex(schema.Reactions, schema.IndexReactionsByTime, Query), On(schema.Games, BatchGetItem)}, Secrets: []Secret{CursorKey}},
 	}
 	FavoriteStatus = Route{
 		Method: "GET", Path: "/v1/favorites/status", Function: "favorite-status", Feature: Reactions, Auth: Player, Budget: ReadBudget,
@@ -250,7 +251,7 @@ var (
 	ListLeaderboards = Route{
 		Method: "GET", Path: "/v1/leaderboards", Function: "list-leaderboards", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "Leaderboards by game and status",
-		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, Scan)}, Secrets: true},
+		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, Scan)}, Secrets: []Secret{CursorKey}},
 	}
 	GetLeaderboard = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -392,22 +393,22 @@ var (
 	EraseUser = Route{
 		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player, Budget: ErasureBudget,
 		Summary: "Erase the caller and everything Rally holds about them",
-		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 	EraseUserByService = Route{
 		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Erase a user and everything Rally holds about them",
-		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 	ErasureStatus = Route{
 		Method: "GET", Path: "/v1/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Player, Budget: ReadBudget,
 		Summary: "Whether the caller's erasure is still pending or complete",
-		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 	ErasureStatusByService = Route{
 		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
 		Summary: "Whether a user's erasure is still pending or complete",
-		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
+		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 )
 
@@ -437,6 +438,8 @@ var ErasureProcessor = Processor{
 			On(schema.AnalyticsSecrets, DeleteItem),
 		},
 		Redis: true,
+		// It waits on the counter processor under the user's erasure hash.
+		Secrets: []Secret{ErasureKey},
 	},
 	BatchSize:    10,
 	BatchWindow:  0,
@@ -468,6 +471,8 @@ func analyticsShipper(source schema.Table) Processor {
 				{Table: schema.Players, Actions: GetItem | UpdateItem, Attributes: []string{schema.AttrAnalyticsSecret}},
 			},
 			Analytics: true,
+			// The erasure check looks the user's record up by its hash.
+			Secrets: []Secret{ErasureKey},
 		},
 		// Firehose buffers anyway; large batches mean fewer PutRecordBatch calls.
 		BatchSize:    1000,
@@ -727,7 +732,7 @@ func UsesOf(function string) (u Uses, ok bool) {
 		u.Calls = MergeCalls(append(u.Calls, v.Calls...))
 		u.Streams = append(u.Streams, v.Streams...)
 		u.Redis = u.Redis || v.Redis
-		u.Secrets = u.Secrets || v.Secrets
+		u.Secrets = MergeSecrets(u.Secrets, v.Secrets)
 		u.Analytics = u.Analytics || v.Analytics
 		u.Processors = u.Processors || v.Processors
 		u.Invokes = u.Invokes || v.Invokes

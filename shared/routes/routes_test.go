@@ -206,6 +206,22 @@ func TestOnlyTheShipperAndTheErasureProcessorTouchAnalyticsSecrets(t *testing.T)
 	}
 }
 
+// Erasure records are kept under hashes keyed by the erasure key: a
+// function that addresses one by its key (not the by_pending index, which
+// lists them) reads that key, and no other function does.
+func TestFunctionsThatLookErasuresUpReadTheErasureKey(t *testing.T) {
+	for _, fn := range Functions() {
+		u, _ := UsesOf(fn)
+		byKey := slices.ContainsFunc(u.Calls, func(c Call) bool { return c.Table.Name == schema.Erasures.Name && c.Index == "" })
+		if reads := slices.Contains(u.Secrets, ErasureKey); reads != byKey {
+			t.Errorf("%s reads the erasure key=%v, addresses erasure records by their key=%v", fn, reads, byKey)
+		}
+		if !slices.Contains(u.Keys(), LogKey) {
+			t.Errorf("%s does not read the log key", fn)
+		}
+	}
+}
+
 // Every call names actions, on a declared index of its table if any, and
 // an index only Query and Scan: a grant the stack can build and IAM
 // evaluates.

@@ -57,6 +57,10 @@ type Table struct {
 	Stream bool
 	// TTLAttribute names the epoch-seconds attribute DynamoDB expires items by.
 	TTLAttribute string
+	// NoBackup keeps the table out of point-in-time recovery, which every
+	// other table has, and out of any other backup: for a table whose
+	// deletions must be final, which a restore would undo.
+	NoBackup bool
 	// Purpose is a one-line description, used in docs and resource descriptions.
 	Purpose string
 }
@@ -428,10 +432,17 @@ var Players = Table{
 // that only the functions that need it can read it (the analytics shipper,
 // which creates secrets, and the erasure processor, which deletes them):
 // whoever reads a secret can tie the user's exported events back to them.
+//
+// It has no backup: erasing a user deletes their secret, which is what
+// makes their exported events anonymous (crypto-shredding), and that must
+// be final. With point-in-time recovery the secret could be restored for
+// 35 days after the erasure, and the events tied back to the user. A
+// secret lost with the table only gives its user a new pseudonym.
 var AnalyticsSecrets = Table{
 	Name:         "AnalyticsSecrets",
 	PartitionKey: Key{AttrUserID, String},
-	Purpose:      "per-user analytics secrets (pseudonymous ids in the export), deleted on erasure",
+	NoBackup:     true,
+	Purpose:      "per-user analytics secrets (pseudonymous ids in the export), deleted on erasure; never backed up",
 }
 
 // Streaks holds each player's streak, points balance and time-zone

@@ -29,6 +29,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/template"
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streams"
 )
@@ -98,11 +99,11 @@ type Endpoints interface {
 
 // Direct points the functions straight at DynamoDB Local and the local
 // stack's Invoke API with the local static credentials: what `make invoke`
-// uses, since the stack's AWS endpoint lives in another process. The
-// cursor secret is given as
-// RALLY_CURSOR_KEY (what config reads when no RALLY_SECRET_ARN is set) and
-// analytics go to the local export directory: a deployment still refuses
-// to start without its secret.
+// uses, since the stack's AWS endpoint lives in another process. Each
+// secret a function reads is given as its key (routes.Secret KeyVar, what
+// config reads when the secret's ARN is not set) and analytics go to the
+// local export directory: a deployment still refuses to start without its
+// secrets.
 type Direct struct {
 	// DynamoDB is DynamoDB Local's URL (DynamoDB and its streams).
 	DynamoDB string
@@ -126,13 +127,17 @@ func (d Direct) Environ(fn template.Function) (map[string]string, error) {
 		env["AWS_ENDPOINT_URL_LAMBDA"] = d.Lambda
 	}
 	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "local", "local"
-	if arn, ok := env["RALLY_SECRET_ARN"]; ok {
+	for _, sec := range routes.Secrets() {
+		arn, ok := env[sec.ARNVar]
+		if !ok {
+			continue
+		}
 		value, known := d.Secrets[arn]
 		if !known {
-			return nil, fmt.Errorf("binaries: %s: RALLY_SECRET_ARN %s is no secret the local stack holds", fn.Name, arn)
+			return nil, fmt.Errorf("binaries: %s: %s %s is no secret the local stack holds", fn.Name, sec.ARNVar, arn)
 		}
-		delete(env, "RALLY_SECRET_ARN")
-		env["RALLY_CURSOR_KEY"] = value
+		delete(env, sec.ARNVar)
+		env[sec.KeyVar] = value
 	}
 	if _, ok := env["RALLY_FIREHOSE_STREAM"]; ok {
 		if d.AnalyticsDir == "" {
@@ -178,22 +183,20 @@ func (c Checked) Environ(fn template.Function) (map[string]string, error) {
 	return env, nil
 }
 
-// LocalCursorKey signs the local stack's cursors (in process and in the
-// binaries alike, so a cursor from one is good in the other).
-const LocalCursorKey = "rally-local-cursor-key"
-
-// SecretValue is the local value of a template secret: the local log key
-// for the log key secret (so the binaries hash users in logs as the local
-// stack does), the local cursor key for the cursor secret.
+// SecretValue is the local value of a template secret: the key of the
+// routes.Secret whose construct it is (<Name>Secret) as the local stack
+// uses it in process (its KeyVar when set, else its local key), so that
+// the binaries sign cursors and hash users (in logs, in erasure records)
+// as the in-process handlers do.
 func SecretValue(s template.Secret) string {
-	switch {
-	case strings.Contains(s.Name, "LogKey"):
-		if v := os.Getenv("RALLY_LOG_KEY"); v != "" {
+	for _, sec := range routes.Secrets() {
+		if !strings.Contains(s.Name, sec.Name+"Secret") {
+			continue
+		}
+		if v := os.Getenv(sec.KeyVar); v != "" {
 			return v
 		}
-		return app.LocalLogKey
-	case strings.Contains(s.Name, "Cursor"):
-		return LocalCursorKey
+		return sec.Local
 	}
 	return "local-" + s.Name
 }

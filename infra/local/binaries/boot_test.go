@@ -324,9 +324,39 @@ func brokenEnvironments(t *testing.T, b *booted) {
 		}
 	})
 	t.Run("missing log key", func(t *testing.T) {
-		err := start(without(routes.FavoriteGame.Function, "RALLY_LOG_KEY"))
-		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), "RALLY_LOG_KEY") {
-			t.Fatalf("favorite-game without RALLY_LOG_KEY: %v, want an init failure naming it", err)
+		err := start(without(routes.FavoriteGame.Function, routes.LogKey.ARNVar))
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), routes.LogKey.ARNVar) {
+			t.Fatalf("favorite-game without %s: %v, want an init failure naming it", routes.LogKey.ARNVar, err)
+		}
+	})
+	t.Run("missing erasure key", func(t *testing.T) {
+		err := start(without(routes.ErasureStatus.Function, routes.ErasureKey.ARNVar))
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), routes.ErasureKey.ARNVar) {
+			t.Fatalf("erasure-status without %s: %v, want an init failure naming it", routes.ErasureKey.ARNVar, err)
+		}
+	})
+	t.Run("missing secret grant", func(t *testing.T) {
+		// The role may no longer read the erasure key's secret: the
+		// function reads it at init, and does not start.
+		fn := b.fns[routes.ErasureStatus.Function]
+		secret := fn.Env[routes.ErasureKey.ARNVar]
+		var kept []policy.Statement
+		removed := 0
+		for _, st := range fn.Statements {
+			n := len(st.Resources)
+			st.Resources = slices.DeleteFunc(slices.Clone(st.Resources), func(r string) bool { return r == secret })
+			removed += n - len(st.Resources)
+			if len(st.Resources) > 0 {
+				kept = append(kept, st)
+			}
+		}
+		if removed == 0 {
+			t.Fatalf("erasure-status's role grants nothing on %s", secret)
+		}
+		fn.Statements = kept
+		err := start(fn)
+		if !errors.Is(err, runtimeapi.ErrInit) || !strings.Contains(err.Error(), "AccessDenied") {
+			t.Fatalf("erasure-status without its grant on the erasure key's secret: %v, want an init failure denied the secret", err)
 		}
 	})
 	t.Run("crash at init", func(t *testing.T) {

@@ -15,8 +15,11 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 		Secrets: map[string]string{secret: "cursor-key"}, AnalyticsDir: "/tmp/analytics",
 		ServiceRoles: []string{"arn:aws:iam::000000000000:user/rallylocal"},
 	}
+	const logKey = "arn:aws:secretsmanager:us-east-1:000000000000:secret:Rally-dev-Functions-LogKeySecret"
+	d.Secrets[logKey] = "log-key"
 	fn := template.Function{Name: "list-favorites", Env: map[string]string{
 		"RALLY_SECRET_ARN":      secret,
+		"RALLY_LOG_KEY_ARN":     logKey,
 		"RALLY_FIREHOSE_STREAM": "Rally-dev-Analytics-DeliveryStream",
 		"RALLY_SERVICE_ROLES":   "arn:aws:iam::000000000000:role/rally-dev-operator",
 		"RALLY_TABLE_REACTIONS": "Reactions",
@@ -30,6 +33,7 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": "http://127.0.0.1:8000",
 		"AWS_ENDPOINT_URL_LAMBDA":           "http://localhost:3000",
 		"RALLY_CURSOR_KEY":                  "cursor-key",
+		"RALLY_LOG_KEY":                     "log-key",
 		"RALLY_ANALYTICS_DIR":               "/tmp/analytics",
 		"RALLY_TABLE_REACTIONS":             "Reactions",
 		"RALLY_SERVICE_ROLES":               "arn:aws:iam::000000000000:role/rally-dev-operator,arn:aws:iam::000000000000:user/rallylocal",
@@ -38,7 +42,7 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
 		}
 	}
-	for _, gone := range []string{"RALLY_SECRET_ARN", "RALLY_FIREHOSE_STREAM"} {
+	for _, gone := range []string{"RALLY_SECRET_ARN", "RALLY_LOG_KEY_ARN", "RALLY_FIREHOSE_STREAM"} {
 		if _, ok := env[gone]; ok {
 			t.Errorf("%s is still set: the binary would call a service nothing serves locally", gone)
 		}

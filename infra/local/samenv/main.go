@@ -29,7 +29,6 @@ import (
 	"strings"
 
 	"github.com/rallyhq/rally/infra/local/stack"
-	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -112,6 +111,10 @@ func Env(fn Function, local Local) (map[string]string, error) {
 	for _, name := range routes.Functions() {
 		functions[routes.FunctionEnvVar(name)] = name // the Invoke API serves declared names
 	}
+	secretARNs := map[string]bool{}
+	for _, sec := range routes.Secrets() {
+		secretARNs[sec.ARNVar] = true
+	}
 	out := map[string]string{dynamoDBEndpointVar: local.DynamoDB}
 	var errs []error
 	for name, v := range fn.Env {
@@ -124,18 +127,19 @@ func Env(fn Function, local Local) (map[string]string, error) {
 			out[lambdaEndpointVar] = local.API
 		case name == "RALLY_STAGE":
 			// The stage that starts with local stand-ins for the secrets a
-			// deployment gives (log and cursor keys).
+			// deployment gives (log, cursor and erasure keys).
 			out[name] = config.LocalStage
+		case secretARNs[name]:
+			// No Secrets Manager beside SAM's container: the function uses
+			// the secret's local key (routes.Secret Local), as the local
+			// stack does, so cursors and hashes agree with it.
+			out[name] = ""
 		case name == "RALLY_REDIS_URL":
 			out[name] = local.Redis
 		case name == "RALLY_REDIS_CLUSTER":
 			out[name] = "false" // one local redis-server
 		case name == "RALLY_TRACING":
 			out[name] = "false" // no X-Ray daemon beside SAM's container
-		case name == "RALLY_LOG_KEY":
-			out[name] = app.LocalLogKey // the local stack's log hashes
-		case name == "RALLY_SECRET_ARN":
-			out[name] = "" // cursors are signed with the local stack's key
 		case name == "RALLY_FIREHOSE_STREAM":
 			out[name] = "" // events are written as Parquet files instead
 			out[analyticsDirVar] = "/tmp/rally-analytics"

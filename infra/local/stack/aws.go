@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,28 +19,42 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/awsapi"
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // The local AWS endpoint's resources: the secret holding the cursor key
-// (RALLY_SECRET_ARN) and the analytics delivery stream
-// (RALLY_FIREHOSE_STREAM) a function binary is given.
+// (RALLY_SECRET_ARN; SecretARN has the others) and the analytics delivery
+// stream (RALLY_FIREHOSE_STREAM) a function binary is given.
 var (
-	CursorSecretARN = awsapi.SecretARN("rally-local-cursor")
+	CursorSecretARN = SecretARN(routes.CursorKey)
 	AnalyticsStream = "rally-local-analytics"
 )
+
+// SecretARN is the local AWS endpoint's secret holding the key of sec
+// (rally-local-cursor, rally-local-logkey, rally-local-erasurekey).
+func SecretARN(sec routes.Secret) string {
+	return awsapi.SecretARN("rally-local-" + strings.ToLower(sec.Name))
+}
 
 // errorsPrefix is where the delivery stream writes records it cannot
 // convert (infra/stack ErrorsPrefix).
 const errorsPrefix = "errors/"
 
 // startAWS starts the local AWS endpoint in front of the stack's DynamoDB,
-// cursor key, analytics export and processors.
+// keys, analytics export and processors.
 func (s *Stack) startAWS() error {
 	s.delivery = &deliveryStream{dir: s.deps.Config.AnalyticsDir}
+	// Each secret holds the key the in-process handlers use.
+	secrets := map[string]awsapi.Secret{}
+	for _, sec := range routes.Secrets() {
+		if current, _ := s.deps.Key(sec).Keys(); current != nil {
+			secrets[SecretARN(sec)] = awsapi.Secret{Current: string(current)}
+		}
+	}
 	srv, err := awsapi.New(awsapi.Options{
 		DynamoDB: s.ddbURL,
 		Admin:    aws.Credentials{AccessKeyID: s.opts.AccessKeyID, SecretAccessKey: s.opts.SecretAccessKey},
-		Secrets:  map[string]awsapi.Secret{CursorSecretARN: {Current: s.deps.Config.CursorKey}},
+		Secrets:  secrets,
 		Firehose: s.delivery,
 		Invoke:   s.invoke,
 		Log:      s.log,

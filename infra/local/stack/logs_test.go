@@ -10,8 +10,8 @@ import (
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
-	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 // Erasure cannot reach logs, so logs never hold a user id: real traffic
@@ -71,7 +71,7 @@ func TestLogsNameUsersOnlyByTheirKeyedHash(t *testing.T) {
 			}
 		}
 	}
-	key := []byte(app.LocalLogKey)
+	key := []byte(routes.LogKey.Local)
 	for what, id := range map[string]string{"the failed rank read": unranked, "the erasure": leaver} {
 		if !strings.Contains(out, "user:"+obs.UserHash(key, id)) {
 			t.Errorf("%s is not logged under its user's hash %s:\n%s", what, obs.UserHash(key, id), out)

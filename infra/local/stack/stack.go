@@ -162,7 +162,8 @@ type Options struct {
 	// binaries reach through AWS_ENDPOINT_URL, each with the credentials
 	// AddCaller gives it: DynamoDB and its streams (checked against the
 	// function's role, then DynamoDB Local), the cursor secret
-	// (CursorSecretARN), the analytics delivery stream (AnalyticsStream,
+	// (SecretARN: the cursor, log and erasure keys), the analytics delivery
+	// stream (AnalyticsStream,
 	// into the local analytics export) and Lambda Invoke of the
 	// processors. The local credentials (AccessKeyID) call it unchecked.
 	// The in-process handlers do not use it.
@@ -246,7 +247,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// The stack's own lines (requests, pollers) hash user ids as the
 	// handlers' do, under the same key.
 	s := &Stack{opts: opts, stateDir: opts.StateDir, clock: clock.NewSettable(),
-		log: obs.NewLogger(opts.Log, "info", []byte(envOr("RALLY_LOG_KEY", app.LocalLogKey)))}
+		log: obs.NewLogger(opts.Log, "info", []byte(envOr(routes.LogKey.KeyVar, routes.LogKey.Local)))}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -449,13 +450,15 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.Tables = s.names
 	cfg.RedisURL = s.redisURL
 	cfg.RedisCluster = s.opts.RedisCluster
-	cfg.SecretARN = ""
+	// The secrets' keys are the local ones (or those the environment
+	// gives), never read from Secrets Manager.
+	cfg.SecretARN, cfg.LogKeyARN, cfg.ErasureKeyARN = "", "", ""
 	cfg.ServiceRoles = s.opts.ServiceRoles
 	if cfg.ServiceRoles == nil {
 		cfg.ServiceRoles = DefaultServiceRoles
 	}
 	if cfg.CursorKey == "" {
-		cfg.CursorKey = "rally-local-cursor-key"
+		cfg.CursorKey = routes.CursorKey.Local
 	}
 	cfg.Tracing = false
 	cfg.FirehoseStream = ""

@@ -59,9 +59,9 @@ func functions(t *testing.T, raw []byte) map[string]template.Function {
 func TestEveryDeclaredFunctionComesWithItsEnvironmentResolvedForTheLocalStack(t *testing.T) {
 	fns := functions(t, synthesized)
 	tpl, _ := template.Parse(synthesized)
-	secrets := map[string]template.Secret{}
+	byARN := map[string]template.Secret{}
 	for _, s := range tpl.Secrets(local) {
-		secrets[s.LogicalID] = s
+		byARN[s.ARN] = s
 	}
 	for _, name := range routes.Functions() {
 		fn, ok := fns[name]
@@ -83,11 +83,18 @@ func TestEveryDeclaredFunctionComesWithItsEnvironmentResolvedForTheLocalStack(t 
 				t.Errorf("%s: %s=%q, want %q", name, k, fn.Env[k], v)
 			}
 		}
-		if !strings.HasPrefix(fn.Env["RALLY_LOG_KEY"], "value of ") {
-			t.Errorf("%s: RALLY_LOG_KEY=%q, want the local log key secret's value", name, fn.Env["RALLY_LOG_KEY"])
-		}
-		if uses.Secrets && !strings.HasPrefix(fn.Env["RALLY_SECRET_ARN"], "arn:aws:secretsmanager:us-east-1:000000000000:secret:") {
-			t.Errorf("%s: RALLY_SECRET_ARN=%q, want a local secret ARN", name, fn.Env["RALLY_SECRET_ARN"])
+		// Each secret it reads comes as its local ARN, never as a key.
+		for _, sec := range routes.Secrets() {
+			arn, has := fn.Env[sec.ARNVar]
+			if want := sec == routes.LogKey || slices.Contains(uses.Secrets, sec); has != want {
+				t.Errorf("%s: %s set=%v, reads the key that %s=%v", name, sec.ARNVar, has, sec.Purpose, want)
+			}
+			if s, ok := byARN[arn]; has && (!ok || !strings.Contains(s.Name, sec.Name+"Secret")) {
+				t.Errorf("%s: %s=%q, want the local ARN of its secret", name, sec.ARNVar, arn)
+			}
+			if v, ok := fn.Env[sec.KeyVar]; ok {
+				t.Errorf("%s: %s=%q: the template gives the key itself", name, sec.KeyVar, v)
+			}
 		}
 		if fn.Timeout <= 0 || fn.MemoryMB <= 0 {
 			t.Errorf("%s: timeout %s, memory %d MB", name, fn.Timeout, fn.MemoryMB)

@@ -46,7 +46,7 @@ var Erasure = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Hand
 // secret a deployment still keeps there) and then the analytics secret
 // last, so events shipped meanwhile still carry the user's pseudonym.
 func ErasureJob(d *app.Deps) *privacy.Job {
-	awaits := &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock}
+	awaits := &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: d.Clock, Hasher: privacybind.Hasher(d)}
 	return &privacy.Job{
 		Records: privacybind.Records(d),
 		Parts: []privacy.Part{

@@ -20,7 +20,14 @@ var Privacy = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Hand
 	}}
 }}
 
-// Records is the Erasures table's store.
+// Records is the Erasures table's store, its records kept under hashes
+// keyed by the erasure key (a function using it declares
+// routes.ErasureKey).
 func Records(d *app.Deps) *privacy.Records {
-	return &privacy.Records{DB: d.DB, Table: d.Table(schema.Erasures)}
+	return &privacy.Records{DB: d.DB, Table: d.Table(schema.Erasures), Hasher: Hasher(d)}
 }
+
+// Hasher makes the erasure hashes of user ids under the erasure key: its
+// Hash is the func(user string) string other features key what must name
+// an erased user without naming them by.
+func Hasher(d *app.Deps) *privacy.Hasher { return privacy.NewHasher(d.Key(routes.ErasureKey)) }
