@@ -177,27 +177,12 @@ func awsConfig(ctx context.Context, cfg config.Config) (aws.Config, error) {
 func loadKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (map[string]*secrets.Ring, error) {
 	uses, _ := routes.UsesOf(cfg.Function)
 	keys := map[string]*secrets.Ring{}
-	var sm *secretsmanager.Client
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
+	stored := map[routes.Secret]string{} // secret → its ARN
 	for _, s := range routes.Secrets() {
 		arn, key := cfg.Secret(s)
 		switch {
 		case arn != "":
-			if sm == nil {
-				sm = secretsmanager.NewFromConfig(awsCfg)
-			}
-			load := secrets.Versions(sm, arn, s.Rotates)
-			g.Go(func() error {
-				ring, err := secrets.Load(gctx, load, nil)
-				if err != nil {
-					return fmt.Errorf("app: the key that %s (%s): %w", s.Purpose, s.ARNVar, err)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				keys[s.Name] = ring
-				return nil
-			})
+			stored[s] = arn
 		case key != "":
 			keys[s.Name] = secrets.Fixed([]byte(key), nil)
 		case cfg.Local():
@@ -209,6 +194,24 @@ func loadKeys(ctx context.Context, cfg config.Config, awsCfg aws.Config) (map[st
 			}
 			return nil, fmt.Errorf("app: %s reads the key that %s, but %s (its secret's ARN) is not set", function, s.Purpose, s.ARNVar)
 		}
+	}
+	if len(stored) == 0 {
+		return keys, nil
+	}
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for s, arn := range stored {
+		g.Go(func() error {
+			ring, err := secrets.Load(gctx, secrets.Versions(sm, arn, s.Rotates), nil)
+			if err != nil {
+				return fmt.Errorf("app: the key that %s (%s): %w", s.Purpose, s.ARNVar, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			keys[s.Name] = ring
+			return nil
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err

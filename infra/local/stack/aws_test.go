@@ -26,6 +26,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/shared/analytics"
 	"github.com/rallyhq/rally/shared/app"
+	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -176,5 +177,55 @@ func TestAFunctionStartsAndCallsAWSThroughTheEndpoint(t *testing.T) {
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
 		t.Errorf("GetItem on a table its role does not read: %v", err)
+	}
+}
+
+// A deployed function (not the local stage: it has no stand-ins) reads
+// each key it uses from its secret at init, through the endpoint and as
+// its role allows: the log key and, for erasure-status, the erasure key,
+// the same the stack's own handlers use, so its hashes agree with theirs.
+// Without the grant on a secret it reads, it does not start.
+func TestADeployedFunctionReadsItsKeysFromTheStacksSecrets(t *testing.T) {
+	s := stacktest.Start(t, stack.Options{AWSEndpoint: true})
+	ctx := context.Background()
+	fn := routes.ErasureStatus.Function
+	logKey, erasureKey := stack.SecretARN(routes.LogKey), stack.SecretARN(routes.ErasureKey)
+	start := func(secrets ...string) (*app.Deps, error) {
+		creds := s.AWS().AddCaller(fn, []policy.Statement{{Effect: "Allow", Actions: []string{"secretsmanager:GetSecretValue"}, Resources: secrets}})
+		home := t.TempDir()
+		for k, v := range map[string]string{
+			"AWS_ENDPOINT_URL": s.AWS().URL(), "AWS_REGION": stack.Region,
+			"AWS_ACCESS_KEY_ID": creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY": creds.SecretAccessKey, "AWS_SESSION_TOKEN": creds.SessionToken,
+			"AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
+			"AWS_EC2_METADATA_DISABLED": "true",
+		} {
+			t.Setenv(k, v)
+		}
+		cfg := s.Deps().Config
+		cfg.Stage, cfg.Function = "dev", fn
+		cfg.DynamoDBEndpoint, cfg.LambdaEndpoint = "", ""
+		cfg.LogKey, cfg.ErasureKey, cfg.CursorKey = "", "", ""
+		cfg.LogKeyARN, cfg.ErasureKeyARN = logKey, erasureKey
+		return app.New(ctx, cfg, app.Options{Function: fn, LogOutput: io.Discard})
+	}
+
+	_, err := start(logKey)
+	if err == nil || !strings.Contains(err.Error(), "AccessDeniedException") || !strings.Contains(err.Error(), erasureKey) {
+		t.Fatalf("a function whose role lacks the erasure key's secret started: %v", err)
+	}
+	d, err := start(logKey, erasureKey)
+	if err != nil {
+		t.Fatalf("a function whose role reads its secrets: %v", err)
+	}
+	if got, want := privacybind.Hasher(d).Hash("alice"), privacybind.Hasher(s.Deps()).Hash("alice"); got != want {
+		t.Errorf("the function's erasure hash of alice is %s, the stack's %s", got, want)
+	}
+	mine, _ := d.Key(routes.LogKey).Keys()
+	stacks, _ := s.Deps().Key(routes.LogKey).Keys()
+	if string(mine) != string(stacks) {
+		t.Error("the function's log key is not the stack's")
+	}
+	if d.Key(routes.CursorKey) != nil {
+		t.Error("a function that never pages read the cursor key")
 	}
 }
