@@ -52,8 +52,9 @@ type Hasher struct {
 	keys *secrets.Ring
 }
 
-// NewHasher hashes under keys; nil keys hash nothing (Hash panics), which
-// only a function that never looks an erasure up may have.
+// NewHasher hashes under keys. Without keys (nil) it hashes nothing: Hash
+// panics, as only a function that never looks an erasure up, and so
+// declares no routes.ErasureKey, may have none.
 func NewHasher(keys *secrets.Ring) *Hasher { return &Hasher{keys: keys} }
 
 // erasureLabel separates these hashes from any other made with the key.
@@ -70,11 +71,16 @@ func hash(key []byte, user string) string {
 // record is written under. Other packages take it as a
 // func(user string) string.
 func (h *Hasher) Hash(user string) string {
-	current, _ := h.keys.Keys()
-	if len(current) == 0 {
+	current, _ := h.ring().Keys()
+	return hash(mustKey(current), user)
+}
+
+// mustKey refuses to hash without a key: a hash anyone could compute.
+func mustKey(key []byte) []byte {
+	if len(key) == 0 {
 		panic("privacy: no erasure key: the function must declare routes.ErasureKey in its Uses.Secrets")
 	}
-	return hash(current, user)
+	return key
 }
 
 // Hashes are the hashes of user under the key's current version, then its
@@ -82,9 +88,9 @@ func (h *Hasher) Hash(user string) string {
 // held longer than secrets.MaxAge are read again first, so a rotation
 // reaches this instance's lookups within minutes.
 func (h *Hasher) Hashes(ctx context.Context, user string) []string {
-	h.keys.Refresh(ctx)
-	current, previous := h.keys.Keys()
-	out := []string{h.Hash(user)}
+	h.ring().Refresh(ctx)
+	current, previous := h.ring().Keys()
+	out := []string{hash(mustKey(current), user)}
 	if len(previous) > 0 && !hmac.Equal(previous, current) {
 		out = append(out, hash(previous, user))
 	}
@@ -94,7 +100,15 @@ func (h *Hasher) Hashes(ctx context.Context, user string) []string {
 // Reload reads the key again (at most once a minute) and reports whether
 // it changed: a lookup that found nothing may have missed a record a
 // newer instance wrote under a key this one has not read yet.
-func (h *Hasher) Reload(ctx context.Context) bool { return h.keys.Reload(ctx) }
+func (h *Hasher) Reload(ctx context.Context) bool { return h.ring().Reload(ctx) }
+
+// ring is the key's versions; a nil Hasher holds none.
+func (h *Hasher) ring() *secrets.Ring {
+	if h == nil {
+		return nil
+	}
+	return h.keys
+}
 
 // ErrNotYet means a part of an erasure waits on a stream processor: the
 // run stops there and a later one resumes.
