@@ -127,6 +127,35 @@ func (s *Records) Get(ctx context.Context, hash string) (Erasure, bool, error) {
 	return r.erasure(), true, nil
 }
 
+// States reads the erasure records of users: the last erasure of each
+// user that has one.
+func (s *Records) States(ctx context.Context, users []string) (map[string]Erasure, error) {
+	byHash := make(map[string]string, len(users))
+	keys := make([]map[string]types.AttributeValue, 0, len(users))
+	for _, u := range users {
+		h := Hash(u)
+		if _, ok := byHash[h]; !ok {
+			byHash[h] = u
+			keys = append(keys, s.key(h))
+		}
+	}
+	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "the erasure records could not be read")
+	}
+	out := make(map[string]Erasure, len(items))
+	for _, it := range items {
+		var r record
+		if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+			return nil, fmt.Errorf("privacy: decode erasure: %w", err)
+		}
+		if u, ok := byHash[r.UserHash]; ok {
+			out[u] = r.erasure()
+		}
+	}
+	return out, nil
+}
+
 // Waiting is an erasure still pending, as the by_pending index lists it.
 type Waiting struct {
 	Hash        string

@@ -144,6 +144,10 @@ type Processor struct {
 	// time of the newest change it applied, shared/freshness): the reads
 	// of what it derives report it as as_of, and operations its lag.
 	Watermark bool
+	// Compensates says its stream's deletions (an erasure's) move what it
+	// derives, so an erasure has a parked deletion applied by it before
+	// scrubbing the user from the dead-letter archive.
+	Compensates bool
 	// Reserved is the function's reserved concurrency (every declaration
 	// of one function gives the same): a flood of requests cannot take the
 	// account's concurrency from it, and it cannot take more. A stream
@@ -379,6 +383,7 @@ var StreakProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	Compensates:  true,
 	// Streaks change once per activity: fewer partitions than Reactions
 	// or Scores.
 	Reserved: 25,
@@ -423,9 +428,11 @@ var ErasureProcessor = Processor{
 		Calls: []Call{
 			On(schema.Erasures, GetItem|UpdateItem), OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
 			On(schema.Reactions, Query|DeleteItem),
-			// Besides its own records, it finishes a count intent the
-			// counter processor left (its markers).
-			On(schema.Counters, BatchGetItem|Query|PutItem|DeleteItem|BatchWriteItem),
+			// Besides its own records, it holds the markers of the edges
+			// it deletes and finishes a count intent the counter
+			// processor left (its markers; what it moved marked dirty in
+			// Redis's generation, UpdateItem).
+			On(schema.Counters, BatchGetItem|Query|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 			On(schema.Idempotency, BatchWriteItem), OnIndex(schema.Idempotency, schema.IndexIdempotencyByOwner, Query),
 			On(schema.Leaderboards, Scan),
 			On(schema.Scores, GetItem|UpdateItem|DeleteItem), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query),
@@ -435,8 +442,14 @@ var ErasureProcessor = Processor{
 			On(schema.Accounts, DeleteItem),
 			// It deletes a user's analytics secret and reads none.
 			On(schema.AnalyticsSecrets, DeleteItem),
+			// It scrubs the user from parked batches (under their lease),
+			// having their parked deletions applied first (Invokes).
+			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
+			On(schema.Erasures, BatchGetItem),
 		},
-		Redis: true,
+		Redis:      true,
+		Processors: true,
+		Invokes:    true,
 	},
 	BatchSize:    10,
 	BatchWindow:  0,
@@ -513,6 +526,7 @@ var LeaderboardProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	Compensates:  true,
 	// Scores take a write per submission: one of the two busiest streams.
 	Reserved: 50,
 }
@@ -538,6 +552,7 @@ var CounterProcessor = Processor{
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	Compensates:  true,
 	Watermark:    true,
 	// Reactions take a write per favorite and like: one of the two
 	// busiest streams.
@@ -615,8 +630,12 @@ var (
 	RedriveDeadLetters = Route{
 		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
 		Summary: "Replay parked batches through their processors; remove what applied",
-		// A batch that fails again keeps its rest archived (PutItem).
-		Uses: Uses{Calls: []Call{On(schema.DeadLetters, Query|GetItem|PutItem|DeleteItem|BatchWriteItem)}, Processors: true, Invokes: true},
+		// A batch that fails again keeps its rest archived (PutItem); a
+		// batch is leased while it is redriven (UpdateItem), and an erased
+		// user's records are dropped (Erasures).
+		Uses: Uses{Calls: []Call{
+			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem), On(schema.Erasures, BatchGetItem),
+		}, Processors: true, Invokes: true},
 	}
 )
 
@@ -696,7 +715,9 @@ var DlqArchiver = Consumer{
 	Feature:  Operations,
 	Summary:  "Archives each parked stream batch with its records, read from the stream while it holds them",
 	Uses: Uses{
-		Calls:      []Call{On(schema.DeadLetters, Query|PutItem|BatchWriteItem)},
+		// It leaves out the records of users erased since they were
+		// written (Erasures).
+		Calls:      []Call{On(schema.DeadLetters, Query|GetItem|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
 		Streams:    streamTables(),
 		Processors: true,
 	},
