@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
+	"github.com/rallyhq/rally/shared/app/all"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/reactions"
 	rxbind "github.com/rallyhq/rally/shared/reactions/bind"
@@ -508,4 +511,76 @@ func TestAChangeParkedBehindNewerOnesIsRedrivenRight(t *testing.T) {
 	c.settle(rand.New(rand.NewPCG(2, 2)))
 	expect("the fan erased", 0)
 	c.check()
+}
+
+// The disaster-recovery drill with the counter markers: every total and
+// every marker is lost after a faulty sequence; a recompute brings both
+// back from the edges, a rebuild Redis from them, and a second faulty
+// sequence after it still ends equal to the model: the markers it rewrote
+// are the states the counts hold.
+func TestARecomputeBringsBackCountsAndTheirMarkers(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(99, 7))
+	c := newCountersRig(t, 3)
+	c.sequence(rng, testenv.Scale(40, 80))
+	c.settle(rng)
+	c.check()
+
+	table := c.d.Table(schema.Counters)
+	lost := 0
+	for _, it := range testenv.TableItems(t, c.d.DB, table) {
+		pk, _ := it[schema.AttrPK].(*types.AttributeValueMemberS)
+		sk, _ := it[schema.AttrSK].(*types.AttributeValueMemberS)
+		if pk == nil || sk == nil || !(strings.HasPrefix(pk.Value, schema.CountersAppliedPrefix) || sk.Value == schema.CountersTotalSK) {
+			continue
+		}
+		if _, err := c.d.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: &table, Key: map[string]types.AttributeValue{schema.AttrPK: pk, schema.AttrSK: sk},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		lost++
+	}
+	if lost == 0 {
+		t.Fatal("the sequence left no totals or markers to lose")
+	}
+	job := runJob(t, c.rig, jobs.Spec{Kind: jobs.Recompute, Target: jobs.Counters})
+	c.logf("recompute after losing %d items: %+v", lost, job.Findings)
+	if err := c.d.Redis.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.settle(rng)
+	c.check()
+
+	c.sequence(rng, testenv.Scale(40, 80))
+	c.settle(rng)
+	c.check()
+}
+
+// runJob runs a job to its end with the job runner, invocation after
+// invocation, as the Jobs stream would.
+func runJob(t *testing.T, r *rig, spec jobs.Spec) jobs.Job {
+	t.Helper()
+	ctx := context.Background()
+	runner := all.JobRunner(r.d)
+	j, err := jobs.Start(ctx, runner.Store, spec, r.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		if err := runner.Work(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j, err = runner.Store.Get(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j.State != jobs.Running {
+			if j.State != jobs.Done {
+				t.Fatalf("job %s %s: %s (%s)", spec.Kind, spec.Target, j.State, j.Error)
+			}
+			return j
+		}
+	}
+	t.Fatalf("job %s %s still running", spec.Kind, spec.Target)
+	return j
 }

@@ -97,10 +97,21 @@ type Edge struct {
 	CreatedAt time.Time
 	// UpdatedAt is when the edge last changed.
 	UpdatedAt time.Time
+	// Trend is whether its latest activation counts in trending.
+	Trend bool
 }
 
 // Active reports whether the edge is in place.
 func (e Edge) Active() bool { return e.State == Active }
+
+// Counted is the state counts hold for the edge once its latest change
+// is counted.
+func (e Edge) Counted() Counted {
+	if !e.Active() {
+		return Counted{Version: e.Version}
+	}
+	return Counted{Version: e.Version, Active: true, Trend: e.Trend, Since: e.CreatedAt}
+}
 
 // Change is one edge transition read from the Reactions stream: the edge
 // reached Version at At, becoming active or not.

@@ -679,8 +679,12 @@ var JobRunner = Processor{
 			On(schema.Jobs, GetItem|PutItem|UpdateItem),
 			OnIndex(schema.Jobs, schema.IndexJobsRunning, Query), OnIndex(schema.Jobs, schema.IndexJobsByKind, Query),
 			OnIndex(schema.Reactions, schema.IndexReactionsByTarget, Query|Scan), OnIndex(schema.Reactions, schema.IndexReactionsUntrended, Query),
-			// A recompute rewrites score histograms and their markers.
-			On(schema.Counters, BatchGetItem|Query|Scan|UpdateItem|BatchWriteItem),
+			// A recompute sets every edge's counter marker to its state
+			// (it reads every edge, and the edges of stale markers).
+			On(schema.Reactions, Scan|BatchGetItem),
+			// A recompute rewrites score histograms and their markers,
+			// and the counter markers.
+			On(schema.Counters, BatchGetItem|Query|Scan|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
 		},

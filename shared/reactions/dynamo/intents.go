@@ -234,6 +234,12 @@ func (s *Counts) finish(ctx context.Context, in intent, now time.Time) error {
 // putMarker records the state counted for user's edge to the target
 // keyed tk, unless the marker already holds a newer one.
 func (s *Counts) putMarker(ctx context.Context, user, tk string, c reactions.Counted, now time.Time) error {
+	return s.setMarker(ctx, user, tk, c, now, false)
+}
+
+// setMarker is putMarker; same also replaces a marker at the same version
+// (a recompute rewriting one).
+func (s *Counts) setMarker(ctx context.Context, user, tk string, c reactions.Counted, now time.Time, same bool) error {
 	marker := map[string]types.AttributeValue{
 		schema.AttrPK:  ddb.S(schema.CountersAppliedPrefix + user),
 		schema.AttrSK:  ddb.S(tk),
@@ -247,8 +253,11 @@ func (s *Counts) putMarker(ctx context.Context, user, tk string, c reactions.Cou
 		marker[schema.AttrState] = ddb.S(string(reactions.Removed))
 		marker[schema.TTL] = ddb.N(now.Add(inactiveRetention).Unix())
 	}
-	grows := expression.Name(schema.AttrPK).AttributeNotExists().
-		Or(expression.Name(schema.AttrVer).LessThan(expression.Value(c.Version)))
+	older := expression.Name(schema.AttrVer).LessThan(expression.Value(c.Version))
+	if same {
+		older = expression.Name(schema.AttrVer).LessThanEqual(expression.Value(c.Version))
+	}
+	grows := expression.Name(schema.AttrPK).AttributeNotExists().Or(older)
 	_, err := s.DB.PutItem(ctx, ddb.PutInput(s.Table, marker, ddb.MustBuild(expression.NewBuilder().WithCondition(grows))))
 	if err != nil && !ddb.IsConditionFailed(err) {
 		return fmt.Errorf("write a marker: %w", err)
