@@ -398,15 +398,13 @@ func (c *countersRig) noTrace() {
 			}
 		}
 	}
-	keys, err := c.d.Redis.Keys(ctx, "*").Result()
-	if err != nil {
-		c.fatal(err)
-	}
-	for _, k := range keys {
-		for _, u := range erased {
-			if strings.Contains(k, u) {
-				c.fatalf("redis key %s still names erased %s", k, u)
-			}
+	for _, u := range erased {
+		keys, err := redisMentions(ctx, c.d.Redis, u)
+		if err != nil {
+			c.fatal(err)
+		}
+		if len(keys) > 0 {
+			c.fatalf("redis keys %v still name erased %s", keys, u)
 		}
 	}
 }
