@@ -182,13 +182,13 @@ func checkTop(t *testing.T, players []*mplayer, region string, now time.Time, n 
 			byID[p.id] = p
 		}
 	}
-	sort.Slice(live, func(i, j int) bool {
+	sort.Slice(live, func(i, j int) bool { // a total order close to the board's, for the streak at each rank
 		a, b := live[i], live[j]
 		if a.cur != b.cur {
 			return a.cur > b.cur
 		}
-		if a.reached.before(b.reached) || b.reached.before(a.reached) {
-			return a.reached.before(b.reached)
+		if !a.reached.from.Equal(b.reached.from) {
+			return a.reached.from.Before(b.reached.from)
 		}
 		return a.id < b.id
 	})
