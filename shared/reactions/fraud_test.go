@@ -27,6 +27,11 @@ import (
 
 const youngFor = 24 * time.Hour
 
+// flipsThatTrend is how many changes of one edge within a clock hour move
+// trending (README, Fraud controls): the 11th and later count in counts
+// only.
+const flipsThatTrend = 10
+
 // fraudStack is startStack with the young-account controls on (24 h) and
 // the job runner ticking, so the jobs can check what the tests did.
 func fraudStack(t *testing.T, young time.Duration) (*stack.Stack, *apitest.Client) {
@@ -271,7 +276,7 @@ func (m *fraudModel) apply(player, game string, on bool, now time.Time) bool {
 	}
 	if on {
 		young := now.Sub(m.firstSeen[player]) < youngFor
-		fast := m.flips[e][hour] >= reactions.MaxTrendingFlips
+		fast := m.flips[e][hour] >= flipsThatTrend
 		m.trends[e] = !young && !fast
 		switch {
 		case young:
@@ -293,6 +298,21 @@ func (m *fraudModel) apply(player, game string, on bool, now time.Time) bool {
 	return true
 }
 
+// inWindow reports whether a change at at counts in window w at now: 24h
+// sums the hourly buckets of the current UTC clock hour and the 23 before
+// it, 7d the daily buckets of the current UTC day and the 6 before it.
+func inWindow(w reactions.Window, at, now time.Time) bool {
+	switch w {
+	case reactions.Last24h:
+		hours := now.Unix()/3600 - at.Unix()/3600
+		return hours >= 0 && hours < 24
+	case reactions.Last7d:
+		days := now.Unix()/86400 - at.Unix()/86400
+		return days >= 0 && days < 7
+	}
+	return !at.After(now)
+}
+
 // served is what the API must serve at now.
 func (m *fraudModel) served(games []string, now time.Time) served {
 	v := served{counts: map[string]int64{}, top: map[reactions.Window]string{}}
@@ -310,11 +330,9 @@ func (m *fraudModel) served(games []string, now time.Time) served {
 	}
 	v.top[reactions.AllTime] = rendered(all)
 	for _, w := range []reactions.Window{reactions.Last24h, reactions.Last7d} {
-		in := reactions.Buckets(w, now)
-		span := in[0].Span
 		sums := map[string]int64{}
 		for _, mv := range m.moves {
-			if slices.Contains(in, reactions.BucketOf(span, mv.at)) {
+			if inWindow(w, mv.at, now) {
 				sums[mv.game] += mv.delta
 			}
 		}
@@ -413,6 +431,23 @@ func TestTrendingFollowsTheModelOfTheFraudControls(t *testing.T) {
 		return nil
 	})
 	jobsFindNoDrift(t, s, c)
+
+	// Days later, with nothing new: the 7d window now starts on the
+	// second day of play, so the first day's changes have left it (and
+	// every change the 24 h window).
+	first := m.moves[0].at
+	later := time.Date(first.Year(), first.Month(), first.Day()+7, 12, 0, 0, 0, time.UTC)
+	clk.Set(later)
+	wantLater := m.served(games, later)
+	if w := wantLater.top[reactions.Last7d]; w == "" || w == want.top[reactions.Last7d] {
+		t.Fatalf("the 7d window at %s does not cut through the changes (%q, before %q)", later, w, want.top[reactions.Last7d])
+	}
+	await.Success(t, 20*time.Second, "served trending a week on equals the model", func() error {
+		if diff := sameUpToTies(readServed(t, c, games), wantLater); diff != "" {
+			return errors.New(diff)
+		}
+		return nil
+	})
 }
 
 // sameUpToTies compares what was served with the model's, taking equal

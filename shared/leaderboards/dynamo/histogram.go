@@ -121,16 +121,6 @@ func (h Histogram) Place(o leaderboards.Order, score int64) (better, own int64) 
 	return better, h.Counts[b]
 }
 
-// HistogramOf computes the histogram of scores, as Tally keeps it.
-func HistogramOf(scores []leaderboards.Score) Histogram {
-	h := Histogram{Counts: map[int]int64{}}
-	for _, sc := range scores {
-		h.Counts[Bucket(sc.Score)]++
-		h.Total++
-	}
-	return h
-}
-
 // tallyChunk is how many players one histogram transaction moves: each
 // a marker and at most two buckets' groups, within the 100 items of a
 // transaction.
