@@ -341,3 +341,49 @@ func TestPrincipalsOfRolesAreEachListedOnce(t *testing.T) {
 		t.Errorf("Of(none) = %v", got)
 	}
 }
+
+// The README's API table marks each service route with who may call it,
+// as the route declares: G for the game routes (the game server and the
+// operator), O for the operator's alone.
+func TestReadmeMarksEachServiceRouteWithItsRole(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "\n## API\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	marked := map[string]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		// `GET /v1/ops/dlq?processor=`, or `PUT` / `DELETE /v1/ops/...`
+		var methods []string
+		var path string
+		for _, part := range strings.Split(strings.TrimPrefix(cells[0], "| "), " / ") {
+			method, p, ok := strings.Cut(strings.Trim(part, "`"), " ")
+			methods = append(methods, method)
+			if ok {
+				path, _, _ = strings.Cut(p, "?")
+			}
+		}
+		for _, m := range methods {
+			marked[m+" "+path] = cells[1]
+		}
+	}
+	for _, r := range All() {
+		if r.Auth != Service {
+			continue
+		}
+		want := "O"
+		if r.Admits(GameServer) {
+			want = "G"
+		}
+		if got, ok := marked[r.Key()]; !ok {
+			t.Errorf("README's API table has no row for %s", r.Key())
+		} else if got != want {
+			t.Errorf("README's API table marks %s %q, want %q", r.Key(), got, want)
+		}
+	}
+}
