@@ -1142,7 +1142,7 @@ func TestEachRoleMayCallOnlyTheRoutesThatAdmitIt(t *testing.T) {
 				request := rt.Method + pathParams.ReplaceAllString(rt.Path, "x")
 				for _, pattern := range allowed {
 					if globMatches(pattern, request) {
-						t.Errorf("%s: %s, granted for another route, also lets it invoke %s", name, pattern, rt.Key())
+						t.Errorf("%s: its resource %s lets it invoke %s", name, pattern, rt.Key())
 					}
 				}
 			}
