@@ -148,7 +148,8 @@ func corsPreflight(props APIProps) *awsapigatewayv2.CorsPreflightOptions {
 }
 
 // serviceRoles creates the roles service callers assume, each unless
-// existing ones were given for it: rally-<stage>-game-server and
+// existing ones were given for it (or no route admits it):
+// rally-<stage>-game-server and
 // rally-<stage>-operator, assumable by principals of this account whose
 // own policies allow it, each allowed to invoke the service routes that
 // admit it (routes.Route.Admits) and nothing else. The functions admit
@@ -169,6 +170,9 @@ func (a *API) serviceRoles(props APIProps) {
 				path := pathParam.ReplaceAllString(rt.Path, "*")
 				arns = append(arns, a.HttpApi.ArnForExecuteApi(jsii.String(rt.Method), jsii.String(path), jsii.String(StageName)))
 			}
+		}
+		if len(arns) == 0 {
+			return nil // no route admits it
 		}
 		invoke := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
 			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("execute-api:Invoke"), Resources: &arns}),
