@@ -82,6 +82,8 @@ func TestTheGameServerMayCallOnlyTheGameRoutes(t *testing.T) {
 				// Admitted: the answer is the route's own (2xx with the
 				// bodies above, a 4xx of its input otherwise).
 				t.Errorf("%s signed by %s, a game route: %d %s", r.Key(), who, resp.Status, resp.Body)
+			case r.Admits(routes.GameServer) && call.Body != nil && resp.Status/100 != 2:
+				t.Errorf("%s signed by %s, a game route with a valid body: %d %s, want 2xx", r.Key(), who, resp.Status, resp.Body)
 			case !r.Admits(routes.GameServer) && (resp.Status != 403 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json")):
 				t.Errorf("%s signed by %s, an operator's route: %d %q %s, want 403 problem+json",
 					r.Key(), who, resp.Status, resp.Header.Get("Content-Type"), resp.Body)
