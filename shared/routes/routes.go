@@ -19,7 +19,8 @@ type Auth int
 const (
 	// Player routes need a JWT; the caller is the token's "sub".
 	Player Auth = iota + 1
-	// Service routes need a SigV4 signature (IAM auth).
+	// Service routes need a SigV4 signature (IAM auth) of a role the
+	// route admits (Route.Role).
 	Service
 )
 
@@ -90,8 +91,12 @@ type Route struct {
 	Function string // directory under functions/ and the Lambda's name suffix
 	Feature  Feature
 	Auth     Auth
-	Summary  string
-	Uses     Uses
+	// Role is the least role that may call a service route: GameServer
+	// (game servers, and operators) or Operator (operators alone). Player
+	// routes declare none.
+	Role    Role
+	Summary string
+	Uses    Uses
 	// Budget is what a caller may spend on the route a minute: per player
 	// on player routes (with IPBudget per source IP beside it), per
 	// calling role on service routes (ServiceBudget).
@@ -207,7 +212,7 @@ var (
 		Uses:    Uses{Calls: []Call{counterReads, On(schema.Games, BatchGetItem)}, Redis: true},
 	}
 	PutGame = Route{
-		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Set a game's metadata",
 		Uses:    Uses{Calls: []Call{On(schema.Games, PutItem)}},
 	}
@@ -247,7 +252,7 @@ var (
 // Leaderboards.
 var (
 	PutLeaderboard = Route{
-		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Define or update a leaderboard",
 		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, UpdateItem)}},
 	}
@@ -262,7 +267,7 @@ var (
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), counterReads}, Redis: true},
 	}
 	SubmitScore = Route{
-		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
 			Calls: []Call{
@@ -275,7 +280,7 @@ var (
 		},
 	}
 	RemovePlayerScore = Route{
-		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Remove a player's score from a board",
 		Uses: Uses{
 			Calls: []Call{
@@ -287,12 +292,12 @@ var (
 		},
 	}
 	BanPlayer = Route{
-		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Ban a player from every leaderboard",
 		Uses:    Uses{Calls: banCalls, Redis: true},
 	}
 	UnbanPlayer = Route{
-		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Lift a player's ban",
 		Uses:    Uses{Calls: unbanCalls, Redis: true},
 	}
@@ -313,12 +318,12 @@ var (
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, BatchGetItem), On(schema.Players, GetItem), counterReads}, Redis: true},
 	}
 	PutFriends = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Replace a player's friend list",
 		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
 	PutProfile = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Set a player's display name, avatar and region",
 		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
@@ -339,8 +344,10 @@ var (
 		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
 		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
+	// Match activity is a game route despite its /ops prefix: game
+	// servers report what their players did.
 	ReportActivity = Route{
-		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Record a player's match played or won, as the game server saw it: points, streak and the day's totals in one transaction",
 		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
@@ -390,9 +397,9 @@ var StreakProcessor = Processor{
 }
 
 // Privacy. An HTTP API route has one authorizer, so an endpoint open to a
-// player (for themselves) and to services is declared twice, with one
-// function: under /v1/users for players (JWT) and under /v1/ops for
-// services (IAM).
+// player (for themselves) and to operators is declared twice, with one
+// function: under /v1/users for players (JWT) and under /v1/ops for the
+// operator role (IAM).
 var (
 	EraseUser = Route{
 		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player, Budget: ErasureBudget,
@@ -400,7 +407,7 @@ var (
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
 	}
 	EraseUserByService = Route{
-		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Erase a user and everything Rally holds about them",
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}},
 	}
@@ -410,7 +417,7 @@ var (
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
 	}
 	ErasureStatusByService = Route{
-		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Whether a user's erasure is still pending or complete",
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}},
 	}
@@ -623,12 +630,12 @@ func Processors() []Processor {
 // Operations: what an operating team calls, with service credentials.
 var (
 	ListDeadLetters = Route{
-		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "The batches stream processors parked, archived with their records",
 		Uses:    Uses{Calls: []Call{On(schema.DeadLetters, Query)}},
 	}
 	RedriveDeadLetters = Route{
-		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Replay parked batches through their processors; remove what applied",
 		// A batch that fails again keeps its rest archived (PutItem); a
 		// batch is leased while it is redriven (UpdateItem), and an erased
@@ -642,7 +649,7 @@ var (
 // Jobs and health.
 var (
 	OpsHealth = Route{
-		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Whether Redis and DynamoDB answer, how far behind each processor is, parked batches, running jobs, pending erasures and the last reconcile",
 		Uses: Uses{
 			Calls: []Call{
@@ -654,12 +661,12 @@ var (
 		},
 	}
 	StartJob = Route{
-		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Start a rebuild, reconcile or recompute job",
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Jobs, PutItem)}},
 	}
 	GetJob = Route{
-		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "A job's state, progress and findings",
 		Uses:    Uses{Calls: []Call{On(schema.Jobs, GetItem)}},
 	}

@@ -75,8 +75,12 @@ func newDepsAt(t *testing.T, clk clock.Clock) served {
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: "us-east-1", DynamoDBEndpoint: endpoint, Tables: names,
 		RedisURL: srv.URL(), CursorKey: "test", LogKey: "test", AnalyticsDir: t.TempDir(),
-		// The roles the samples' service callers assumed (events/*.json).
-		ServiceRoles: []string{"arn:aws:iam::123456789012:role/rally-dev-game-server", "arn:aws:iam::123456789012:role/rally-dev-operator"},
+		// The roles the samples' service callers assumed (events/*.json),
+		// each admitted where its routes admit it, as in a deployment.
+		Principals: routes.Principals{
+			routes.GameServer: {"arn:aws:iam::123456789012:role/rally-dev-game-server"},
+			routes.Operator:   {"arn:aws:iam::123456789012:role/rally-dev-operator"},
+		},
 	}, app.Options{Clock: clk, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
