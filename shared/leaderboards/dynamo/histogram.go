@@ -100,7 +100,12 @@ func (s *Scores) markerKey(board, period, player string) map[string]types.Attrib
 type marker struct {
 	Ver    int64 `dynamodbav:"ver"`
 	Bucket int   `dynamodbav:"bucket"`
+	// Held is an erasure's placeholder (version 0): it counts nothing,
+	// and the counting of the score's deletion removes it.
+	Held bool `dynamodbav:"held,omitempty"`
 }
+
+const attrHeld = "held"
 
 // Histogram is a board period's count of scores per bucket.
 type Histogram struct {
@@ -215,7 +220,9 @@ func (s *Scores) tallyItems(board, period string, scores []leaderboards.Score, c
 		as := expression.Name(schema.AttrPK).AttributeNotExists()
 		if ok {
 			as = expression.Name(schema.AttrVer).Equal(expression.Value(m.Ver))
-			deltas[m.Bucket]--
+			if !m.Held {
+				deltas[m.Bucket]--
+			}
 		}
 		cond := ddb.MustBuild(expression.NewBuilder().WithCondition(as))
 		if sc.Removed {
