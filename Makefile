@@ -31,6 +31,10 @@ invoke: tools ## Run FN's real binary against the running `make dev` stack: make
 # placeholder asset (the template does not depend on the binaries' bytes);
 # `make synth` and `make deploy` cross-compile the real ones. Test binaries
 # are linked without DWARF (-ldflags=-w): a third less linking.
+# The tests run through infra/testrun, which reads go test -json: the
+# console shows what go test shows without -v (each package's result, every
+# failed test's whole output) and, at the end, every skipped test with its
+# reason; under CI=true a skipped test fails the run.
 # Test packages run two at a time (TEST_P; more keeps a 2-core machine
 # busier but slows the load tests' requests to seconds). The compiler, the
 # linker and the tests collect garbage less often (GOGC 400): memory is not
@@ -47,9 +51,10 @@ test: tools check-java ## Unit, integration and CDK tests (race detector, every 
 	untested=$$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...); \
 	echo "go vet -race: the $$(echo $$untested | wc -w) packages without tests"; \
 	if $(GO) vet -race -tags $(LAMBDA_TAGS) $$untested; then rc=0; else rc=$$?; fi; \
+	if [ $$rc = 0 ]; then $(GO) build -o "$$tmp/testrun" ./infra/testrun || rc=$$?; fi; \
 	if [ $$rc = 0 ]; then \
-		echo "go test -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./..."; \
-		if GOGC=$(TEST_GOGC) $(GO) test -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
+		echo "go test -json -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./... (through infra/testrun)"; \
+		if GO=$(GO) GOGC=$(TEST_GOGC) "$$tmp/testrun" -race -tags $(LAMBDA_TAGS) -vet=all -ldflags=-w -count=1 -p $(TEST_P) -timeout 30m ./...; then rc=0; else rc=$$?; fi; \
 	fi; \
 	wait; \
 	if [ "$$(cat "$$tmp/synth.rc" 2>/dev/null)" != 0 ]; then echo "rally: npx cdk synth failed:"; cat "$$tmp/synth.log"; exit 1; fi; \

@@ -7,9 +7,11 @@
 // Context keys (cdk.json holds the defaults; -c key=value overrides):
 //
 //	stage             deployment name, lowercase (default "dev"); the stack is
-//	                  Rally-<stage>. Stages named prod* get deletion protection
-//	                  and retain their data when the stack is deleted;
-//	                  "local" is refused (the local stack's stage).
+//	                  Rally-<stage>; "local" is refused (the local stack's stage).
+//	protect           true gives tables, the user pool and the other stateful
+//	                  resources deletion protection and keeps them when the
+//	                  stack is deleted; false lets them go with it. Default:
+//	                  true for every stage but "dev" and "test".
 //	jwtIssuer         https URL of an external OIDC issuer for player tokens;
 //	jwtAudience       its audience(s), comma-separated. Give both or neither:
 //	                  with neither, the stack creates a Cognito user pool.
@@ -17,9 +19,15 @@
 //	logRetentionDays  retention of function, access and flow logs (default 30;
 //	                  one of the periods CloudWatch Logs offers).
 //	alarmEmail        optional address subscribed to the alarm topic.
-//	serviceRoleArns   existing IAM roles (or users) allowed to call the service
-//	                  routes, comma-separated or a JSON list; with none, the
-//	                  stack creates rally-<stage>-game-server and -operator.
+//	gameServerRoleArns  existing IAM roles (or users) game servers call the
+//	                  game routes as, comma-separated or a JSON list; with
+//	                  none, the stack creates rally-<stage>-game-server.
+//	operatorRoleArns  existing IAM roles (or users) operators call every
+//	                  service route as; with none, the stack creates
+//	                  rally-<stage>-operator.
+//	serviceRoleArns   the former single list, read as operatorRoleArns (its
+//	                  principals keep every service route, as before) with a
+//	                  warning; not with either of the two above.
 //	corsOrigins       web origins allowed to call the API from a browser
 //	                  (https://game.example.com[:port], comma-separated or a JSON
 //	                  list); with none (the default) the API configures no CORS.
@@ -62,12 +70,18 @@ import (
 func main() {
 	app := awscdk.NewApp(nil)
 	props, err := propsFromContext(app)
+	var s *stack.Stack
 	if err == nil {
-		_, err = stack.New(app, "Rally-"+props.Stage, props)
+		s, err = stack.New(app, "Rally-"+props.Stage, props)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rally infra:", err)
 		os.Exit(1)
+	}
+	if len((contextValues{app}).list(legacyServiceRoles)) > 0 {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("rally:"+legacyServiceRoles), jsii.String(
+			legacyServiceRoles+" are read as operatorRoleArns: they may call every service route. "+
+				"Give game servers' roles as gameServerRoleArns, so they may call the game routes alone."))
 	}
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
@@ -77,18 +91,27 @@ func main() {
 func propsFromContext(app awscdk.App) (stack.Props, error) {
 	c := contextValues{app}
 	p := stack.Props{
-		Stage:           c.text("stage", "dev"),
-		BuildDir:        c.text("buildDir", "build"),
-		JWTIssuer:       c.text("jwtIssuer", ""),
-		JWTAudience:     c.list("jwtAudience"),
-		RedisEngine:     c.text("redisEngine", stack.EngineValkey),
-		AlarmEmail:      c.text("alarmEmail", ""),
-		ServiceRoleARNs: c.list("serviceRoleArns"),
-		CORSOrigins:     c.list("corsOrigins"),
+		Stage:              c.text("stage", "dev"),
+		BuildDir:           c.text("buildDir", "build"),
+		JWTIssuer:          c.text("jwtIssuer", ""),
+		JWTAudience:        c.list("jwtAudience"),
+		RedisEngine:        c.text("redisEngine", stack.EngineValkey),
+		AlarmEmail:         c.text("alarmEmail", ""),
+		GameServerRoleARNs: c.list("gameServerRoleArns"),
+		OperatorRoleARNs:   c.list("operatorRoleArns"),
+		CORSOrigins:        c.list("corsOrigins"),
 	}
-	p.Protect = strings.HasPrefix(p.Stage, "prod")
+	if legacy := c.list(legacyServiceRoles); len(legacy) > 0 {
+		if len(p.GameServerRoleARNs) > 0 || len(p.OperatorRoleARNs) > 0 {
+			return p, fmt.Errorf("context %s is the former name of operatorRoleArns; give gameServerRoleArns and operatorRoleArns alone", legacyServiceRoles)
+		}
+		p.OperatorRoleARNs = legacy
+	}
 	var err error
-	if p.CORSCredentials, err = c.boolean("corsAllowCredentials"); err != nil {
+	if p.Protect, err = c.boolean("protect", protectedByDefault(p.Stage)); err != nil {
+		return p, err
+	}
+	if p.CORSCredentials, err = c.boolean("corsAllowCredentials", false); err != nil {
 		return p, err
 	}
 	days, err := c.number("logRetentionDays", 30)
@@ -120,6 +143,15 @@ func propsFromContext(app awscdk.App) (stack.Props, error) {
 	}
 	return p, nil
 }
+
+// legacyServiceRoles is the context key deployments named their service
+// roles with before the game server and the operator were told apart.
+const legacyServiceRoles = "serviceRoleArns"
+
+// protectedByDefault reports whether a stage keeps its data without
+// -c protect: every stage but the throwaway ones, dev and test, so a
+// staging or production stage named anything at all is protected.
+func protectedByDefault(stage string) bool { return stage != "dev" && stage != "test" }
 
 // contextValues reads CDK context values, which arrive as JSON values from
 // cdk.json and as strings from -c on the command line.
@@ -249,16 +281,19 @@ func (c contextValues) counts(key string) (map[string]int, error) {
 	return out, nil
 }
 
-// boolean reads true or false (a JSON boolean or a string); absent is false.
-func (c contextValues) boolean(key string) (bool, error) {
+// boolean reads true or false (a JSON boolean or a string); absent or
+// empty is def.
+func (c contextValues) boolean(key string, def bool) (bool, error) {
 	switch v := c.raw(key).(type) {
 	case nil:
-		return false, nil
+		return def, nil
 	case bool:
 		return v, nil
 	case string:
 		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "", "false":
+		case "":
+			return def, nil
+		case "false":
 			return false, nil
 		case "true":
 			return true, nil

@@ -1,14 +1,21 @@
 package main
 
 import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/rallyhq/rally/infra/stack"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 func appWith(ctx map[string]any) awscdk.App {
@@ -115,4 +122,144 @@ func TestCORSFromContext(t *testing.T) {
 			t.Errorf("corsAllowCredentials=%v: error %v, want one naming the key", bad, err)
 		}
 	}
+}
+
+// Every stage keeps its data unless it is a throwaway one, dev or test, or
+// the deployer says otherwise with -c protect; a stage's name beginning
+// with prod says nothing.
+func TestProtectionFromContext(t *testing.T) {
+	for _, tc := range []struct {
+		ctx  map[string]any
+		want bool
+	}{
+		{nil, false},
+		{map[string]any{"stage": "test"}, false},
+		{map[string]any{"stage": "staging"}, true},
+		{map[string]any{"stage": "live"}, true},
+		{map[string]any{"stage": "dev-eu"}, true},
+		{map[string]any{"stage": "prod", "protect": "false"}, false},
+		{map[string]any{"stage": "prod", "protect": false}, false},
+		{map[string]any{"stage": "dev", "protect": "true"}, true},
+		{map[string]any{"stage": "test", "protect": true}, true},
+		{map[string]any{"stage": "staging", "protect": ""}, true},
+	} {
+		p, err := propsFromContext(appWith(tc.ctx))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.ctx, err)
+		}
+		if p.Protect != tc.want {
+			t.Errorf("%v: protect %v, want %v", tc.ctx, p.Protect, tc.want)
+		}
+	}
+	for _, bad := range []any{"yes", 1.0, "on"} {
+		if _, err := propsFromContext(appWith(map[string]any{"protect": bad})); err == nil || !strings.Contains(err.Error(), "protect") {
+			t.Errorf("protect=%v: error %v, want one naming the key", bad, err)
+		}
+	}
+}
+
+// The game server's and the operator's principals read the same from -c
+// and cdk.json; the former single list is read as the operator's (what it
+// allowed before), and refused beside the new keys.
+func TestServiceRolesFromContext(t *testing.T) {
+	const backend, ops = "arn:aws:iam::123456789012:role/game-backend", "arn:aws:iam::123456789012:role/ops"
+	for name, ctx := range map[string]map[string]any{
+		"from -c":       {"gameServerRoleArns": backend, "operatorRoleArns": ops},
+		"JSON with -c":  {"gameServerRoleArns": `["` + backend + `"]`, "operatorRoleArns": `["` + ops + `"]`},
+		"from cdk.json": {"gameServerRoleArns": []any{backend}, "operatorRoleArns": []any{ops}},
+	} {
+		p, err := propsFromContext(appWith(ctx))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(p.GameServerRoleARNs, []string{backend}) || !slices.Equal(p.OperatorRoleARNs, []string{ops}) {
+			t.Errorf("%s: game servers %v, operators %v", name, p.GameServerRoleARNs, p.OperatorRoleARNs)
+		}
+	}
+	legacy, err := propsFromContext(appWith(map[string]any{"serviceRoleArns": backend + "," + ops}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(legacy.GameServerRoleARNs) != 0 || !slices.Equal(legacy.OperatorRoleARNs, []string{backend, ops}) {
+		t.Errorf("serviceRoleArns: game servers %v, operators %v; want both as operators", legacy.GameServerRoleARNs, legacy.OperatorRoleARNs)
+	}
+	for _, mixed := range []map[string]any{
+		{"serviceRoleArns": backend, "operatorRoleArns": ops},
+		{"serviceRoleArns": backend, "gameServerRoleArns": ops},
+	} {
+		if _, err := propsFromContext(appWith(mixed)); err == nil || !strings.Contains(err.Error(), "serviceRoleArns") {
+			t.Errorf("%v: error %v, want one naming serviceRoleArns", mixed, err)
+		}
+	}
+}
+
+// What -c protect (or its default) decides is what the template says:
+// the tables and the user pool keep deletion protection and are retained
+// with the stack, or neither.
+func TestTheTemplateFollowsProtection(t *testing.T) {
+	build := t.TempDir()
+	fn := routes.PutGame.Function
+	if err := os.MkdirAll(filepath.Join(build, fn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(build, fn, "bootstrap"), []byte("not a binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ctx  map[string]any
+		want bool
+	}{
+		{map[string]any{"stage": "dev"}, false},
+		{map[string]any{"stage": "staging"}, true},
+		{map[string]any{"stage": "prod", "protect": "false"}, false},
+		{map[string]any{"stage": "test", "protect": "true"}, true},
+	} {
+		// cdk.json's feature flags, as `cdk synth` gives them.
+		ctx := cdkJSONContext(t)
+		maps.Copy(ctx, tc.ctx)
+		ctx["buildDir"] = build
+		app := appWith(ctx)
+		p, err := propsFromContext(app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every table and the user pool, behind one route: what protection
+		// covers, quicker to synthesize than every function.
+		p.Routes, p.Processors, p.Consumers = []routes.Route{routes.PutGame}, []routes.Processor{}, []routes.Consumer{}
+		s, err := stack.New(app, "Rally-"+p.Stage, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl := assertions.Template_FromStack(s.Stack, nil)
+		policy := map[bool]string{true: "Retain", false: "Delete"}[tc.want]
+		for typ, props := range map[string]map[string]any{
+			"AWS::DynamoDB::Table":   {"DeletionProtectionEnabled": tc.want},
+			"AWS::Cognito::UserPool": {"DeletionProtection": map[bool]string{true: "ACTIVE", false: "INACTIVE"}[tc.want]},
+		} {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%v: %s: %v", tc.ctx, typ, r)
+					}
+				}()
+				tpl.AllResources(jsii.String(typ), assertions.Match_ObjectLike(&map[string]any{"DeletionPolicy": policy}))
+				tpl.AllResourcesProperties(jsii.String(typ), assertions.Match_ObjectLike(&props))
+			}()
+		}
+	}
+}
+
+func cdkJSONContext(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("cdk.json: %v", err)
+	}
+	return cfg.Context
 }

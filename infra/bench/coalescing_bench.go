@@ -241,7 +241,7 @@ func benchCoalescing(ctx context.Context, env *Env) (Section, error) {
 			inBatch[c.TargetID] = true
 			distinct[c.TargetID] = true
 		}
-		n, err := counts.Apply(ctx, batch, at.Add(2*time.Minute))
+		n, err := counts.Apply(ctx, batch, at.Add(2*time.Minute), nil)
 		if err != nil {
 			return Section{}, fmt.Errorf("apply %d favorites: %w", len(batch), err)
 		}

@@ -158,7 +158,7 @@ func (s *routesStack) do(ctx context.Context, c routesCall) ([]byte, error) {
 			return nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
-	} else if err := stack.SignRequest(req, []byte(c.Body)); err != nil {
+	} else if err := stack.SignRequestAsRole(c.Route.Role)(req, []byte(c.Body)); err != nil {
 		return nil, err
 	}
 	resp, err := s.http.Do(req)

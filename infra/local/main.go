@@ -176,9 +176,13 @@ func banner(w io.Writer, s *stack.Stack, took time.Duration, corsOrigins string,
 	fmt.Fprintf(w, "  export TOKEN=%s\n", token)
 	fmt.Fprintf(w, "  curl -X %s -H \"Authorization: Bearer $TOKEN\" %s%s\n", routes.FavoriteGame.Method, info.URL, game)
 	fmt.Fprintf(w, "  curl -H \"Authorization: Bearer $TOKEN\" %s%s\n", info.URL, fill(routes.CountFavorites.Path, "space-race"))
+	fmt.Fprintf(w, "\nService routes take SigV4: the game server (%s) calls the game routes, the operator (%s) every one:\n\n",
+		envOr(stack.ServerAccessKeyEnv, stack.DefaultServerAccessKey), envOr(stack.AccessKeyEnv, stack.DefaultAccessKey))
 	fmt.Fprintf(w, "  curl -X %s --aws-sigv4 \"aws:amz:us-east-1:execute-api\" --user %s:%s \\\n      -H 'Content-Type: application/json' -d '{\"title\":\"Space Race\",\"thumbnail_url\":\"https://example.com/space-race.png\"}' %s%s\n",
-		routes.PutGame.Method, envOr(stack.AccessKeyEnv, stack.DefaultAccessKey), envOr(stack.SecretKeyEnv, stack.DefaultSecretKey),
+		routes.PutGame.Method, envOr(stack.ServerAccessKeyEnv, stack.DefaultServerAccessKey), envOr(stack.ServerSecretKeyEnv, stack.DefaultServerSecretKey),
 		info.URL, fill(routes.PutGame.Path, "space-race"))
+	fmt.Fprintf(w, "  curl --aws-sigv4 \"aws:amz:us-east-1:execute-api\" --user %s:%s %s%s\n",
+		envOr(stack.AccessKeyEnv, stack.DefaultAccessKey), envOr(stack.SecretKeyEnv, stack.DefaultSecretKey), info.URL, routes.OpsHealth.Path)
 	fmt.Fprintf(w, "\nCtrl-C stops everything. Request logs follow, one JSON line each.\n\n")
 }
 

@@ -1,7 +1,9 @@
 // Command redrive lists and replays the batches a Rally stack's stream
 // processors parked: a thin terminal over shared/client's calls of the ops
 // routes GET /v1/ops/dlq and POST /v1/ops/dlq/redrive, signed with your AWS
-// credentials (SigV4), so it does exactly what the API does.
+// credentials (SigV4), so it does exactly what the API does. Both routes
+// are the operator's alone: run it with a session of the operator role
+// (locally as rallylocal); a game server's credentials are refused 403.
 //
 // When a processor keeps failing on a batch, its event source mapping gives
 // up after the declared retries or record age and the dlq-archiver archives
@@ -13,6 +15,7 @@
 //	go run ./infra/redrive -stage dev -replay                # replay them all
 //	go run ./infra/redrive -stage dev -replay -function counter-processor -batch <id>
 //	go run ./infra/redrive -api http://localhost:3000 ...    # any stack, e.g. the local one
+//	                                                         # (AWS_ACCESS_KEY_ID=rallylocal AWS_SECRET_ACCESS_KEY=rallylocalsecret AWS_REGION=us-east-1)
 package main
 
 import (

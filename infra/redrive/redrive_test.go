@@ -18,8 +18,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The CLI is the ops routes, signed: it lists what the API lists, replays
-// through the API, refuses what the API refuses, and a wrong secret gets
-// no answer.
+// through the API, refuses what the API refuses, and a wrong secret or a
+// game server's credentials get no answer.
 func TestRedriveIsAClientOfTheOpsRoutes(t *testing.T) {
 	s := stacktest.Start(t, stack.Options{Log: testenv.FailureLog(t)})
 	ctx := context.Background()
@@ -58,5 +58,17 @@ func TestRedriveIsAClientOfTheOpsRoutes(t *testing.T) {
 	}
 	if err := run(ctx, signed("wrong"), &out, "", "", false); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("a wrong secret: %v", err)
+	}
+	// The parked batches are the operator's: the game server's own
+	// credentials list and replay nothing.
+	server, err := client.New(ctx, client.Options{Endpoint: s.URL(), Region: stack.Region,
+		Credentials: credentials.NewStaticCredentialsProvider(stack.DefaultServerAccessKey, stack.DefaultServerSecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, replay := range []bool{false, true} {
+		if err := run(ctx, server, &out, "", "", replay); err == nil || !strings.Contains(err.Error(), "403") {
+			t.Fatalf("the game server (replay %v): %v, want a 403", replay, err)
+		}
 	}
 }

@@ -33,10 +33,11 @@ type APIProps struct {
 	// throttling, for all callers together.
 	ThrottleRate  float64
 	ThrottleBurst int
-	// ServiceRoleARNs are existing roles (or users) allowed to call the
-	// service routes; when empty the API creates a game-server and an
-	// operator role for them.
-	ServiceRoleARNs []string
+	// GameServerRoleARNs and OperatorRoleARNs are existing roles (or
+	// users) that act as the game server and as the operator
+	// (routes.Role); for a role given none, the API creates one.
+	GameServerRoleARNs []string
+	OperatorRoleARNs   []string
 	// CORSOrigins are the web origins browsers may call the API from; none
 	// configures no CORS at all (mobile and server clients need none).
 	// CORSCredentials lets browsers send cookies and other credentials.
@@ -56,12 +57,24 @@ type API struct {
 	UserPool       awscognito.UserPool
 	UserPoolClient awscognito.UserPoolClient
 	// GameServerRole and OperatorRole are the roles the API creates for
-	// service callers; nil when existing ones were given.
+	// service callers; each nil when existing ones were given for it.
 	GameServerRole awsiam.Role
 	OperatorRole   awsiam.Role
-	// ServiceRoles is the allow-list of service callers the functions
-	// check (RALLY_SERVICE_ROLES): the created roles' ARNs or the given ones.
-	ServiceRoles []*string
+	// Principals says who acts as each role: the created role's ARN or
+	// the given ones. A function admits the principals of the roles its
+	// routes admit (AllowList).
+	Principals routes.Principals
+}
+
+// AllowList is what the function named function admits on its service
+// routes among rs (RALLY_SERVICE_ROLES): the principals of the roles those
+// routes admit, as a comma-separated list; nil when it serves none.
+func (a *API) AllowList(rs []routes.Route, function string) *string {
+	roles := routes.AdmittedBy(rs, function)
+	if len(roles) == 0 {
+		return nil
+	}
+	return awscdk.Fn_Join(jsii.String(","), jsii.Strings(a.Principals.Of(roles)...))
 }
 
 // NewAPI creates the API, its authorizers and routes.
@@ -134,43 +147,51 @@ func corsPreflight(props APIProps) *awsapigatewayv2.CorsPreflightOptions {
 	}
 }
 
-// serviceRoles creates the roles service callers assume, unless existing
-// ones were given: rally-<stage>-game-server and rally-<stage>-operator,
-// assumable by principals of this account whose own policies allow it,
-// each allowed to invoke the service routes and nothing else. The
-// functions admit only these (api.ServiceRoles): IAM authorization alone
-// lets in any principal of the account that may invoke the API.
+// serviceRoles creates the roles service callers assume, each unless
+// existing ones were given for it (or no route admits it):
+// rally-<stage>-game-server and
+// rally-<stage>-operator, assumable by principals of this account whose
+// own policies allow it, each allowed to invoke the service routes that
+// admit it (routes.Route.Admits) and nothing else. The functions admit
+// only these (AllowList): IAM authorization alone lets in any principal
+// of the account that may invoke the API.
 func (a *API) serviceRoles(props APIProps) {
-	if len(props.ServiceRoleARNs) > 0 {
-		a.ServiceRoles = *jsii.Strings(props.ServiceRoleARNs...)
-		return
+	a.Principals = routes.Principals{
+		routes.GameServer: props.GameServerRoleARNs,
+		routes.Operator:   props.OperatorRoleARNs,
 	}
-	var arns []*string
-	for _, r := range props.Routes {
-		if r.Auth == routes.Service {
-			path := pathParam.ReplaceAllString(r.Path, "*")
-			arns = append(arns, a.HttpApi.ArnForExecuteApi(jsii.String(r.Method), jsii.String(path), jsii.String(StageName)))
+	role := func(r routes.Role, id, description string) awsiam.Role {
+		if len(a.Principals[r]) > 0 {
+			return nil
 		}
-	}
-	invoke := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("execute-api:Invoke"), Resources: &arns}),
-	}})
-	role := func(id, name, description string) awsiam.Role {
-		r := awsiam.NewRole(a.Construct, jsii.String(id), &awsiam.RoleProps{
-			RoleName:       jsii.String("rally-" + props.Stage + "-" + name),
+		var arns []*string
+		for _, rt := range props.Routes {
+			if rt.Admits(r) {
+				path := pathParam.ReplaceAllString(rt.Path, "*")
+				arns = append(arns, a.HttpApi.ArnForExecuteApi(jsii.String(rt.Method), jsii.String(path), jsii.String(StageName)))
+			}
+		}
+		if len(arns) == 0 {
+			return nil // no route admits it
+		}
+		invoke := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings("execute-api:Invoke"), Resources: &arns}),
+		}})
+		created := awsiam.NewRole(a.Construct, jsii.String(id), &awsiam.RoleProps{
+			RoleName:       jsii.String("rally-" + props.Stage + "-" + string(r)),
 			AssumedBy:      awsiam.NewAccountRootPrincipal(),
 			Description:    jsii.String(description),
 			InlinePolicies: &map[string]awsiam.PolicyDocument{"InvokeServiceRoutes": invoke},
 		})
-		suppress(r, "IAM5", "The role may invoke each service route; a path parameter ({player_id}) is a "+
-			"wildcard segment of its execute-api ARN.", executeAPIWildcard)
-		return r
+		suppress(created, "IAM5", "The role may invoke each service route it is admitted to; a path parameter "+
+			"({player_id}) is a wildcard segment of its execute-api ARN.", executeAPIWildcard)
+		a.Principals[r] = []string{*created.RoleArn()}
+		return created
 	}
-	a.GameServerRole = role("GameServerRole", "game-server",
-		"Rally "+props.Stage+": game servers assume it to call the service routes (scores, profiles, friends, games)")
-	a.OperatorRole = role("OperatorRole", "operator",
-		"Rally "+props.Stage+": operators assume it to call the service routes (/v1/ops: health, jobs, dead letters, erasures)")
-	a.ServiceRoles = []*string{a.GameServerRole.RoleArn(), a.OperatorRole.RoleArn()}
+	a.GameServerRole = role(routes.GameServer, "GameServerRole",
+		"Rally "+props.Stage+": game servers assume it to call the game routes (board definitions, scores, match activity, games, profiles, friends)")
+	a.OperatorRole = role(routes.Operator, "OperatorRole",
+		"Rally "+props.Stage+": operators assume it to call every service route (/v1/ops: health, jobs, dead letters, bans, erasures; score removal)")
 }
 
 // pathParam matches a route path's {parameter} segments.

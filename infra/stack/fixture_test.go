@@ -62,10 +62,12 @@ const (
 	// context would give them.
 	prodThrottleRate  = 250.5
 	prodThrottleBurst = 600
-	// prodServiceRole is an existing role the prod fixture allows to call
-	// service routes, in place of the roles the stack would create.
-	prodServiceRole = "arn:aws:iam::123456789012:role/studio/game-backend"
 )
+
+// prodGameServers are existing principals the prod fixture's game servers
+// call as, in place of the game-server role the stack would create; it
+// creates the operator role.
+var prodGameServers = []string{"arn:aws:iam::123456789012:role/studio/game-backend", "arn:aws:iam::123456789012:user/matchmaker"}
 
 // prodOrigins are the web origins the prod fixture lets browsers call from.
 var prodOrigins = []string{"https://play.example.com", "http://localhost:5173"}
@@ -107,20 +109,21 @@ func setUp(tmp string) error {
 	}
 	prodRoutes := prodDeclarations()
 	prodStack, err := stack.New(app, "Rally-prod", stack.Props{
-		Routes:          prodRoutes,
-		Stage:           "prod",
-		Protect:         true,
-		BuildDir:        buildDir,
-		JWTIssuer:       prodIssuer,
-		JWTAudience:     []string{prodAudience},
-		RedisEngine:     stack.EngineRedis,
-		LogRetention:    awslogs.RetentionDays_THREE_MONTHS,
-		AlarmEmail:      prodEmail,
-		ThrottleRate:    prodThrottleRate,
-		ThrottleBurst:   prodThrottleBurst,
-		Reserved:        prodReserved,
-		ServiceRoleARNs: []string{prodServiceRole},
-		CORSOrigins:     prodOrigins,
+		Routes:        prodRoutes,
+		Stage:         "prod",
+		Protect:       true,
+		BuildDir:      buildDir,
+		JWTIssuer:     prodIssuer,
+		JWTAudience:   []string{prodAudience},
+		RedisEngine:   stack.EngineRedis,
+		LogRetention:  awslogs.RetentionDays_THREE_MONTHS,
+		AlarmEmail:    prodEmail,
+		ThrottleRate:  prodThrottleRate,
+		ThrottleBurst: prodThrottleBurst,
+		Reserved:      prodReserved,
+		CORSOrigins:   prodOrigins,
+		// The game servers' roles are given, the operator's created.
+		GameServerRoleARNs: prodGameServers,
 	})
 	if err != nil {
 		return err

@@ -171,6 +171,31 @@ func TestNewRejectsWhatCannotBeDeployed(t *testing.T) {
 		change: func(p *stack.Props) { p.CORSCredentials = true },
 		want:   []string{"corsAllowCredentials needs corsOrigins"},
 	}, {
+		// A route no role may call would deploy unreachable; one the
+		// game server may call by omission, open to it.
+		name: "a service route that declares no role",
+		change: func(p *stack.Props) {
+			r := routes.StartJob
+			r.Role = ""
+			p.Routes = []routes.Route{r}
+		},
+		want: []string{`service route POST /v1/ops/jobs declares no role ("")`},
+	}, {
+		name: "role principals that are no IAM role or user",
+		change: func(p *stack.Props) {
+			p.GameServerRoleARNs = []string{"game-backend"}
+			p.OperatorRoleARNs = []string{"arn:aws:sts::123456789012:assumed-role/ops/me"}
+		},
+		want: []string{`gameServerRoleArns: "game-backend" is not an IAM role or user ARN`,
+			`operatorRoleArns: "arn:aws:sts::123456789012:assumed-role/ops/me" is not an IAM role or user ARN`},
+	}, {
+		name: "one principal as both roles",
+		change: func(p *stack.Props) {
+			p.GameServerRoleARNs = []string{"arn:aws:iam::123456789012:role/backend"}
+			p.OperatorRoleARNs = []string{"arn:aws:iam::123456789012:role/backend"}
+		},
+		want: []string{`"arn:aws:iam::123456789012:role/backend" is given as both a game server and an operator`},
+	}, {
 		name:   "functions not built",
 		change: func(p *stack.Props) { p.BuildDir = t.TempDir() },
 		want:   []string{"function favorite-game has no build", "run make build"},

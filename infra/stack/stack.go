@@ -102,10 +102,13 @@ type Props struct {
 	// region (default DefaultAccountConcurrency): the reservations must
 	// leave UnreservedMinimum of it, or the deployment fails.
 	AccountConcurrency int
-	// ServiceRoleARNs are existing roles allowed to call the service
-	// routes; when empty the stack creates rally-<stage>-game-server and
+	// GameServerRoleARNs and OperatorRoleARNs are existing roles (or
+	// users) acting as the game server, allowed the game routes, and as
+	// the operator, allowed every service route (routes.Role); for a role
+	// given none the stack creates rally-<stage>-game-server or
 	// rally-<stage>-operator.
-	ServiceRoleARNs []string
+	GameServerRoleARNs []string
+	OperatorRoleARNs   []string
 	// CORSOrigins are the origins (https://game.example.com) web games may
 	// call the API from; none (the default) configures no CORS. AnyOrigin
 	// allows every origin, but not with CORSCredentials.
@@ -176,24 +179,24 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Reserved:     Reserved(props),
 	})
 	s.API = NewAPI(s.Stack, "Api", APIProps{
-		Stage:           props.Stage,
-		Routes:          props.Routes,
-		Functions:       s.Functions,
-		JWTIssuer:       props.JWTIssuer,
-		JWTAudience:     props.JWTAudience,
-		LogRetention:    props.LogRetention,
-		Protect:         props.Protect,
-		ThrottleRate:    props.ThrottleRate,
-		ThrottleBurst:   props.ThrottleBurst,
-		ServiceRoleARNs: props.ServiceRoleARNs,
-		CORSOrigins:     props.CORSOrigins,
-		CORSCredentials: props.CORSCredentials,
+		Stage:              props.Stage,
+		Routes:             props.Routes,
+		Functions:          s.Functions,
+		JWTIssuer:          props.JWTIssuer,
+		JWTAudience:        props.JWTAudience,
+		LogRetention:       props.LogRetention,
+		Protect:            props.Protect,
+		ThrottleRate:       props.ThrottleRate,
+		ThrottleBurst:      props.ThrottleBurst,
+		GameServerRoleARNs: props.GameServerRoleARNs,
+		OperatorRoleARNs:   props.OperatorRoleARNs,
+		CORSOrigins:        props.CORSOrigins,
+		CORSCredentials:    props.CORSCredentials,
 	})
-	// The functions behind service routes admit only the allow-listed
-	// callers (api.ServiceRoles).
-	allowed := awscdk.Fn_Join(jsii.String(","), &s.API.ServiceRoles)
+	// The functions behind service routes admit only the principals of
+	// the roles their routes admit.
 	for _, fn := range serviceFunctions(props.Routes) {
-		s.Functions.Get(fn).AddEnvironment(jsii.String("RALLY_SERVICE_ROLES"), allowed, nil)
+		s.Functions.Get(fn).AddEnvironment(jsii.String("RALLY_SERVICE_ROLES"), s.API.AllowList(props.Routes, fn), nil)
 	}
 	s.Processors = NewProcessors(s.Stack, "Processors", ProcessorsProps{
 		Processors: props.Processors,
@@ -298,9 +301,21 @@ func validate(p Props) error {
 	if (p.JWTIssuer == "") != (len(p.JWTAudience) == 0) {
 		bad("jwtIssuer and jwtAudience must be given together (or neither, for a Cognito user pool)")
 	}
-	for _, arn := range p.ServiceRoleARNs {
-		if !serviceRoleARN.MatchString(arn) {
-			bad("serviceRoleArns: %q is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)", arn)
+	for _, given := range []struct {
+		key  string
+		arns []string
+	}{{"gameServerRoleArns", p.GameServerRoleARNs}, {"operatorRoleArns", p.OperatorRoleARNs}} {
+		for _, arn := range given.arns {
+			if !serviceRoleARN.MatchString(arn) {
+				bad("%s: %q is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME)", given.key, arn)
+			}
+		}
+	}
+	for _, arn := range p.GameServerRoleARNs {
+		if slices.Contains(p.OperatorRoleARNs, arn) {
+			// The operator may call every route: as both, it would be an
+			// operator the deployer meant as a game server.
+			bad("%q is given as both a game server and an operator; a principal acts as one role", arn)
 		}
 	}
 	for _, o := range p.CORSOrigins {
@@ -373,6 +388,9 @@ func validate(p Props) error {
 		routeKeys[r.Key()] = true
 		if r.Auth != routes.Player && r.Auth != routes.Service {
 			bad("route %s has no auth kind", r.Key())
+		}
+		if r.Auth == routes.Service && !slices.Contains(routes.Roles(), r.Role) {
+			bad("service route %s declares no role (%q): routes.GameServer or routes.Operator", r.Key(), r.Role)
 		}
 	}
 	for _, c := range p.Consumers {
@@ -549,8 +567,10 @@ func (s *Stack) addOutputs(p Props) {
 		out(sec.Name+"SecretArn", s.Functions.Secret(sec).SecretArn(), description)
 	}
 	if s.API.GameServerRole != nil {
-		out("GameServerRoleArn", s.API.GameServerRole.RoleArn(), "Role game servers assume to call the service routes")
-		out("OperatorRoleArn", s.API.OperatorRole.RoleArn(), "Role operators assume to call the service routes (/v1/ops)")
+		out("GameServerRoleArn", s.API.GameServerRole.RoleArn(), "Role game servers assume to call the game routes")
+	}
+	if s.API.OperatorRole != nil {
+		out("OperatorRoleArn", s.API.OperatorRole.RoleArn(), "Role operators assume to call every service route, the operations (/v1/ops) included")
 	}
 }
 

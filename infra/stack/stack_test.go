@@ -1180,60 +1180,167 @@ func (s *synthesized) servesServices(fn string) bool {
 	return false
 }
 
-// Service routes answer only allow-listed callers: by default the two
-// roles the stack creates, assumable within the account and allowed to
-// invoke the service routes only; or the existing roles a deployment names
-// (serviceRoleArns), and then the stack creates none.
-func TestServiceFunctionsAdmitOnlyTheStacksServiceRoles(t *testing.T) {
-	roles := dev.ofType("AWS::IAM::Role")
-	var created, createdIDs []string
-	for id, r := range dev.resources {
-		name, _ := r.Properties["RoleName"].(string)
-		if r.Type != "AWS::IAM::Role" || !strings.HasPrefix(name, "rally-test-") {
-			continue
-		}
-		created = append(created, name)
-		createdIDs = append(createdIDs, id)
-		trust := mustJSON(r.Properties["AssumeRolePolicyDocument"])
-		if !strings.Contains(trust, ":root") || strings.Contains(trust, "lambda.amazonaws.com") {
-			t.Errorf("%s: trust %s, want the account's principals", name, trust)
-		}
-		policies := mustJSON(r.Properties["Policies"])
-		for _, rt := range dev.routes {
-			path := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(rt.Path, "*")
-			granted := strings.Contains(policies, "/"+rt.Method+path+`"`)
-			if granted != (rt.Auth == routes.Service) {
-				t.Errorf("%s (%s): may invoke %s = %v", name, id, rt.Key(), granted)
+// Service routes answer only the roles they declare: by default two roles
+// the stack creates, assumable within the account, the game server's
+// allowed to invoke the game routes alone and the operator's every service
+// route; or the existing principals a deployment names for a role
+// (gameServerRoleArns, operatorRoleArns), and then the stack creates none
+// for it. Each function admits exactly the principals of the roles its
+// routes admit.
+func TestEachRoleMayCallOnlyTheRoutesThatAdmitIt(t *testing.T) {
+	created := map[string]map[routes.Role]string{} // stage → role → logical id
+	for stage, s := range both() {
+		created[stage] = map[routes.Role]string{}
+		prefix := "rally-" + strings.TrimPrefix(*s.stack.StackName(), "Rally-") + "-"
+		for id, r := range s.resources {
+			name, _ := r.Properties["RoleName"].(string)
+			if r.Type != "AWS::IAM::Role" || !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			role := routes.Role(strings.TrimPrefix(name, prefix))
+			if !slices.Contains(routes.Roles(), role) {
+				t.Errorf("%s: created %s, which is no service role", stage, name)
+				continue
+			}
+			created[stage][role] = id
+			trust := mustJSON(r.Properties["AssumeRolePolicyDocument"])
+			if !strings.Contains(trust, ":root") || strings.Contains(trust, "lambda.amazonaws.com") {
+				t.Errorf("%s: trust %s, want the account's principals", name, trust)
+			}
+			policies := mustJSON(r.Properties["Policies"])
+			if strings.Contains(policies, `"dynamodb:`) || strings.Count(policies, `"Action"`) != 1 ||
+				!strings.Contains(policies, `"execute-api:Invoke"`) || strings.Contains(policies, `"Deny"`) {
+				t.Errorf("%s: its policy grants more than execute-api:Invoke: %s", name, policies)
+			}
+			allowed := invokable(r.Properties["Policies"])
+			for _, rt := range s.routes {
+				if named := slices.Contains(allowed, rt.Method+pathParams.ReplaceAllString(rt.Path, "*")); named != rt.Admits(role) {
+					t.Errorf("%s: names %s = %v, want %v (the route admits %v)", name, rt.Key(), named, rt.Admits(role), rt.Admitted())
+				}
+				// IAM's * matches across slashes: a pattern of another
+				// route must not reach this one either.
+				if rt.Admits(role) {
+					continue
+				}
+				request := rt.Method + pathParams.ReplaceAllString(rt.Path, "x")
+				for _, pattern := range allowed {
+					if globMatches(pattern, request) {
+						t.Errorf("%s: its resource %s lets it invoke %s", name, pattern, rt.Key())
+					}
+				}
 			}
 		}
-		if strings.Contains(policies, `"dynamodb:`) || strings.Count(policies, `"Action"`) != 1 {
-			t.Errorf("%s: its policy grants more than execute-api:Invoke: %s", name, policies)
-		}
 	}
-	slices.Sort(created)
-	if !slices.Equal(created, []string{"rally-test-game-server", "rally-test-operator"}) {
-		t.Fatalf("roles created for service callers: %v (of %d roles)", created, len(roles))
+	if len(created["dev"]) != 2 {
+		t.Fatalf("dev created the roles %v, want the game server's and the operator's", slices.Collect(maps.Keys(created["dev"])))
 	}
-	for _, fn := range dev.declaredFunctions() {
-		if !dev.servesServices(fn.name) {
-			continue
-		}
-		allowed := mustJSON(environment(dev, fn.name)["RALLY_SERVICE_ROLES"])
-		for _, id := range createdIDs {
-			if !strings.Contains(allowed, `"`+id+`"`) {
-				t.Errorf("dev/%s: RALLY_SERVICE_ROLES=%s does not name the role %s", fn.name, allowed, id)
+	if _, ok := created["prod"][routes.GameServer]; ok || created["prod"][routes.Operator] == "" {
+		t.Fatalf("prod, given its game servers' principals, created %v; want the operator's role alone", slices.Collect(maps.Keys(created["prod"])))
+	}
+	given := map[string]map[routes.Role][]string{"dev": {}, "prod": {routes.GameServer: prodGameServers}}
+	for stage, s := range both() {
+		for _, fn := range s.declaredFunctions() {
+			var want []string
+			for _, r := range s.routes {
+				if r.Function != fn.name || r.Auth != routes.Service {
+					continue
+				}
+				for _, role := range r.Admitted() {
+					if id := created[stage][role]; id != "" {
+						want = appendMissing(want, id)
+					}
+					for _, arn := range given[stage][role] {
+						want = appendMissing(want, arn)
+					}
+				}
 			}
-		}
-		if got := environment(prod, fn.name)["RALLY_SERVICE_ROLES"]; got != prodServiceRole {
-			t.Errorf("prod/%s: RALLY_SERVICE_ROLES=%v, want the given role %s", fn.name, got, prodServiceRole)
-		}
-	}
-	for _, r := range prod.resources {
-		if name, _ := r.Properties["RoleName"].(string); strings.HasPrefix(name, "rally-prod-") {
-			t.Errorf("prod, given its service roles, created %s", name)
+			env, has := environment(s, fn.name)["RALLY_SERVICE_ROLES"]
+			if !has {
+				if len(want) > 0 {
+					t.Errorf("%s/%s: no RALLY_SERVICE_ROLES, want %v", stage, fn.name, want)
+				}
+				continue
+			}
+			got := principalsIn(env)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s/%s: RALLY_SERVICE_ROLES admits %v, want %v", stage, fn.name, got, want)
+			}
 		}
 	}
 	if _, ok := dev.outputs["OperatorRoleArn"]; !ok {
-		t.Error("no OperatorRoleArn output")
+		t.Error("dev: no OperatorRoleArn output")
 	}
+	if _, ok := dev.outputs["GameServerRoleArn"]; !ok {
+		t.Error("dev: no GameServerRoleArn output")
+	}
+	if _, ok := prod.outputs["GameServerRoleArn"]; ok {
+		t.Error("prod: a GameServerRoleArn output, but it created no game-server role")
+	}
+}
+
+var pathParams = regexp.MustCompile(`\{[^}]+\}`)
+
+// invokable lists what an inline policy lets its role invoke, as
+// METHOD/path with the ARN's wildcards (PUT/v1/games/*).
+func invokable(policies any) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case string:
+			if _, route, ok := strings.Cut(v, "/"+stack.StageName+"/"); ok {
+				out = append(out, route)
+			}
+		}
+	}
+	walk(policies)
+	return out
+}
+
+// globMatches reports whether an IAM resource pattern (* any characters,
+// slashes included; ? one) matches s.
+func globMatches(pattern, s string) bool {
+	re := "^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(pattern)) + "$"
+	return regexp.MustCompile(re).MatchString(s)
+}
+
+// principalsIn lists who an allow-list admits: the logical id of each
+// role the template names, and each literal ARN.
+func principalsIn(v any) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if id := logicalID(v); id != "" {
+				out = appendMissing(out, id)
+				return
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case string:
+			for _, arn := range strings.Split(v, ",") {
+				if arn = strings.TrimSpace(arn); strings.HasPrefix(arn, "arn:") {
+					out = appendMissing(out, arn)
+				}
+			}
+		}
+	}
+	walk(v)
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -212,9 +213,14 @@ func (r *Request) Decode(v any) error {
 	return DecodeJSON(body, v)
 }
 
-// DecodeJSON parses exactly one JSON value into v, rejecting unknown fields
-// and wrong types with field-level messages.
+// DecodeJSON parses exactly one JSON value into v, rejecting unknown fields,
+// repeated keys and wrong types with field-level messages.
 func DecodeJSON(body []byte, v any) error {
+	if name, repeated := repeatedKey(body); repeated {
+		// The decoder would keep the last value, another reader the first:
+		// which one the caller meant is not for Rally to guess.
+		return errs.Field(name, "is given more than once")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -224,6 +230,86 @@ func DecodeJSON(body []byte, v any) error {
 		return errs.Field("body", "must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// repeatedKey names the first key an object of body's first JSON value
+// holds twice, as a dotted path (scope.game); repeated is false when none
+// does or the value is not valid JSON (the decoder says so). Keys are
+// compared as the decoder matches them to fields, without regard to case:
+// "title" and "Title" set the same field.
+func repeatedKey(body []byte) (name string, repeated bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type level struct {
+		keys    map[string]bool // the folded keys so far; nil in an array
+		path    string          // where the object or array is
+		key     string          // the key whose value comes next
+		wantKey bool
+	}
+	var levels []*level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *level
+		if n := len(levels); n > 0 {
+			top = levels[n-1]
+		}
+		if key, ok := tok.(string); ok && top != nil && top.wantKey {
+			folded := foldKey(key)
+			if top.keys[folded] {
+				return joinPath(top.path, key), true
+			}
+			top.keys[folded] = true
+			top.key, top.wantKey = key, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			l := &level{}
+			if top != nil {
+				l.path = top.path
+				if top.keys != nil {
+					l.path = joinPath(top.path, top.key)
+				}
+			}
+			if tok == json.Delim('{') {
+				l.keys, l.wantKey = map[string]bool{}, true
+			}
+			levels = append(levels, l)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			levels = levels[:len(levels)-1]
+		}
+		// A value is complete: the enclosing object's next token is a key.
+		if len(levels) == 0 {
+			return "", false
+		}
+		if top := levels[len(levels)-1]; top.keys != nil {
+			top.wantKey = true
+		}
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// foldKey maps key to one spelling of every key equal to it under Unicode
+// case folding (bytes.EqualFold), as encoding/json matches field names.
+func foldKey(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 func jsonError(err error) error {

@@ -66,6 +66,60 @@ func TestDecodeRefusesWhatIsNotExactlyTheExpectedObject(t *testing.T) {
 	}
 }
 
+// A key given twice is refused, naming it, wherever it is: the decoder
+// would keep one of the two values, and which one the caller meant is not
+// for Rally to guess. Keys the decoder matches to one field (any case)
+// count as the same key.
+func TestDecodeRefusesARepeatedKey(t *testing.T) {
+	type in struct {
+		Title string `json:"title"`
+		Scope struct {
+			Game string `json:"game"`
+			Mode string `json:"mode"`
+		} `json:"scope"`
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+		Tags []string `json:"tags"`
+		Kind string   `json:"kind"`
+	}
+	for name, tc := range map[string]struct {
+		body, field string
+	}{
+		"at the top":              {`{"title":"a","title":"b"}`, "title"},
+		"the same value twice":    {`{"title":"a","title":"a"}`, "title"},
+		"in another case":         {`{"title":"a","TITLE":"b"}`, "TITLE"},
+		"with a Kelvin sign":      {`{"kind":"a","\u212aind":"b"}`, "\u212aind"},
+		"folded to the same key":  {`{"tags":[],"TAGS":[]}`, "TAGS"},
+		"in a nested object":      {`{"scope":{"game":"g1","mode":"m","game":"g2"}}`, "scope.game"},
+		"in an object of a list":  {`{"items":[{"id":"1"},{"id":"2","id":"3"}]}`, "items.id"},
+		"after a nested object":   {`{"scope":{"game":"g"},"title":"a","scope":{}}`, "scope"},
+		"after a list of objects": {`{"items":[{"id":"1"}],"items":[]}`, "items"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var v in
+			err := (&Request{Event: events.APIGatewayV2HTTPRequest{Body: tc.body}}).Decode(&v)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Kind != errs.Invalid {
+				t.Fatalf("got %v, want an Invalid error", err)
+			}
+			if len(e.Fields) != 1 || e.Fields[0].Field != tc.field || !strings.Contains(e.Fields[0].Message, "more than once") {
+				t.Fatalf("fields %+v, want one on %q saying it is given more than once", e.Fields, tc.field)
+			}
+		})
+	}
+	// The same key in different objects, and a value that spells a key,
+	// are no repetition.
+	var v in
+	body := `{"title":"title","scope":{"game":"g","mode":"title"},"items":[{"id":"1"},{"id":"1"}],"tags":["a","a"]}`
+	if err := (&Request{Event: events.APIGatewayV2HTTPRequest{Body: body}}).Decode(&v); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if v.Title != "title" || v.Scope.Mode != "title" || len(v.Items) != 2 || len(v.Tags) != 2 {
+		t.Fatalf("decoded %+v", v)
+	}
+}
+
 func TestBodyOverLimitIsTooLarge(t *testing.T) {
 	big := `{"title":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
 	for _, ev := range []events.APIGatewayV2HTTPRequest{
@@ -387,6 +441,37 @@ func FuzzDecodeJSON(f *testing.F) {
 		err := DecodeJSON(body, &v)
 		if err != nil && !errs.Is(err, errs.Invalid) {
 			t.Fatalf("decode error of kind %d: %v", errs.KindOf(err), err)
+		}
+	})
+}
+
+// Two keys of one object are refused when, and only when, the decoder
+// would take them for one field (bytes.EqualFold), naming the second.
+func FuzzDecodeJSONRefusesRepeatedKeys(f *testing.F) {
+	for _, k := range [][2]string{{"title", "title"}, {"title", "Title"}, {"k", "\u212a"}, {"a", "b"}, {"ß", "SS"}, {"", ""}} {
+		f.Add(k[0], k[1])
+	}
+	f.Fuzz(func(t *testing.T, first, second string) {
+		quote := func(s string) string {
+			b, _ := json.Marshal(s)
+			return string(b)
+		}
+		// What the keys are once decoded (invalid UTF-8 becomes U+FFFD).
+		unquote := func(s string) string {
+			var out string
+			_ = json.Unmarshal([]byte(quote(s)), &out)
+			return out
+		}
+		a, b := unquote(first), unquote(second)
+		var v map[string]any
+		err := DecodeJSON([]byte(`{`+quote(first)+`:1,`+quote(second)+`:2}`), &v)
+		same := bytes.EqualFold([]byte(a), []byte(b))
+		var e *errs.Error
+		switch {
+		case same && (!errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field != b):
+			t.Fatalf("keys %q and %q: %v, want a refusal naming %q", a, b, err, b)
+		case !same && (err != nil || len(v) != 2):
+			t.Fatalf("keys %q and %q: %v, decoded %v; want both", a, b, err, v)
 		}
 	})
 }

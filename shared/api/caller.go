@@ -17,9 +17,11 @@ type Caller struct {
 // IsService reports whether an IAM-signed service made the call.
 func (c Caller) IsService() bool { return c.Service != "" }
 
-// ServiceRoles is the allow-list of the IAM principals that may call
-// service routes. IAM authorization lets in any principal of the account
-// whose own policies allow execute-api:Invoke; only these get past Rally.
+// ServiceRoles is the allow-list of the IAM principals that may call a
+// service route: the principals of the roles the route admits
+// (routes.Route.Role). IAM authorization lets in any principal of the
+// account whose own policies allow execute-api:Invoke; only these get past
+// Rally.
 // An entry is a role ARN (arn:aws:iam::ACCOUNT:role/[path/]NAME), which
 // every session of the role matches (a caller described as
 // arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION), or any other ARN (a
@@ -91,8 +93,8 @@ func (r *Request) Caller() (Caller, error) {
 	auth := r.Event.RequestContext.Authorizer
 	if auth != nil && auth.IAM != nil {
 		if !r.ServiceRoles.Allows(auth.IAM.UserARN) {
-			return Caller{}, errs.New(errs.Forbidden, "this IAM principal may not call Rally's service routes: "+
-				"sign with a role on the deployment's service allow-list")
+			return Caller{}, errs.New(errs.Forbidden, "this IAM principal may not call this route: "+
+				"sign as a role on its allow-list (the operator's for operations, the game server's or the operator's for game routes)")
 		}
 		return Caller{Service: auth.IAM.UserARN}, nil
 	}

@@ -97,7 +97,8 @@ func (b *Bound) HTTP(r routes.Route) (h api.Handler, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	serve := b.deps.gate(r, api.Serve(b.deps.Log, b.deps.Metrics, b.deps.Config.ServiceRoles, e))
+	allowed := b.deps.Config.ServiceRolesOf(r)
+	serve := b.deps.gate(r, allowed, api.Serve(b.deps.Log, b.deps.Metrics, allowed, e))
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		ctx = WithFunction(ctx, r.Function)
 		if ev.RequestContext.RequestID != "" {

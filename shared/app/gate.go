@@ -17,17 +17,18 @@ import (
 // budget.
 const MetricRateLimited = "RateLimited"
 
-// gate spends a request's budgets (routes.Route.Budgets) before next runs:
+// gate spends a request's budgets (routes.Route.Budgets), the calling
+// role's among the allowed ones on service routes, before next runs:
 // over budget, it answers 429 with Retry-After; either way the answer
 // carries the RateLimit headers of the most constrained budget. On player
 // routes it also looks up the caller's account age, which halves the
 // player's budget for a young account and rides in the context for the
 // fraud controls (accounts.Young).
-func (d *Deps) gate(r routes.Route, next api.Handler) api.Handler {
+func (d *Deps) gate(r routes.Route, allowed api.ServiceRoles, next api.Handler) api.Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		var checks []ratelimit.Check
 		var unseen string // a player Rally has not seen yet
-		caller, _ := (&api.Request{Event: ev, ServiceRoles: d.Config.ServiceRoles}).Caller()
+		caller, _ := (&api.Request{Event: ev, ServiceRoles: allowed}).Caller()
 		for _, b := range r.Budgets() {
 			c := ratelimit.Check{Name: b.Name, PerMinute: d.Config.Budget(b)}
 			switch {

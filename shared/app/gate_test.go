@@ -27,7 +27,7 @@ func TestTheGateAnswersWithTheRateLimitHeadersAnd429WithRetryAfter(t *testing.T)
 		t.Fatal(err)
 	}
 	served := 0
-	h := d.gate(routes.FavoriteGame, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := d.gate(routes.FavoriteGame, nil, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		served++
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	})

@@ -443,3 +443,42 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// Each method's comment says when it is the operator's alone: exactly
+// when the route it calls does not admit the game server.
+func TestTheMethodsSayWhichAreTheOperatorsAlone(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "methods.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || !fn.Name.IsExported() {
+			continue
+		}
+		var called []routes.Route
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "routes" {
+					for _, r := range routes.All() {
+						// A declaration is named after its function, a
+						// service twin of a player route with ByService.
+						name := routes.Camel(r.Function)
+						if r.Auth == routes.Service && (sel.Sel.Name == name || sel.Sel.Name == name+"ByService") {
+							called = append(called, r)
+						}
+					}
+				}
+			}
+			return true
+		})
+		if len(called) != 1 {
+			t.Errorf("%s calls %d service routes, want 1", fn.Name.Name, len(called))
+			continue
+		}
+		says := strings.Contains(fn.Doc.Text(), "The operator's alone.")
+		if want := !called[0].Admits(routes.GameServer); says != want {
+			t.Errorf("%s (%s): its comment says the operator's alone = %v, want %v", fn.Name.Name, called[0].Key(), says, want)
+		}
+	}
+}

@@ -9,7 +9,11 @@ import (
 )
 
 // One method per service route (shared/routes, Auth Service), named after
-// the route.
+// the route. The game routes' methods (PutLeaderboard, SubmitScore,
+// PutProfile, PutFriends, PutGame, ReportActivity) take the game-server
+// role's or the operator role's credentials; the others are the operator's
+// alone, and answer any other signature, a game server's included, with a
+// 403 *Error.
 
 // PutLeaderboard defines the leaderboard id, or updates its title, scope,
 // status and max_n (PUT /v1/leaderboards/{leaderboard_id}). The answer's
@@ -40,6 +44,7 @@ func (c *Client) SubmitScore(ctx context.Context, id string, s ScoreSubmission, 
 // leaderboard id, in period, or in every period when period is ""
 // (DELETE /v1/leaderboards/{leaderboard_id}/players/{player_id}). Their
 // matches stay recorded: resending one brings nothing back.
+// The operator's alone.
 func (c *Client) RemovePlayerScore(ctx context.Context, id, playerID, period string, opts ...CallOption) error {
 	var q url.Values
 	if period != "" {
@@ -52,6 +57,7 @@ func (c *Client) RemovePlayerScore(ctx context.Context, id, playerID, period str
 // BanPlayer bans a player from every leaderboard
 // (PUT /v1/ops/players/{player_id}/ban): their scores are hidden from
 // every read and their submissions refused, until UnbanPlayer.
+// The operator's alone.
 func (c *Client) BanPlayer(ctx context.Context, playerID string, opts ...CallOption) (*Ban, error) {
 	var out Ban
 	if _, err := c.do(ctx, request{route: routes.BanPlayer, args: []string{playerID}}, &out, opts); err != nil {
@@ -62,6 +68,7 @@ func (c *Client) BanPlayer(ctx context.Context, playerID string, opts ...CallOpt
 
 // UnbanPlayer lifts a player's ban (DELETE /v1/ops/players/{player_id}/ban):
 // their scores are back where they rank.
+// The operator's alone.
 func (c *Client) UnbanPlayer(ctx context.Context, playerID string, opts ...CallOption) (*Ban, error) {
 	var out Ban
 	if _, err := c.do(ctx, request{route: routes.UnbanPlayer, args: []string{playerID}}, &out, opts); err != nil {
@@ -124,6 +131,7 @@ func (c *Client) ReportActivity(ctx context.Context, a ActivityReport, opts ...C
 // (DELETE /v1/ops/users/{user_id}); the erasure runs after the answer
 // (GetErasure follows it). Asking again while one is pending answers that
 // one.
+// The operator's alone.
 func (c *Client) EraseUser(ctx context.Context, userID string, opts ...CallOption) (*Erasure, error) {
 	var out Erasure
 	if _, err := c.do(ctx, request{route: routes.EraseUserByService, args: []string{userID}}, &out, opts); err != nil {
@@ -134,6 +142,7 @@ func (c *Client) EraseUser(ctx context.Context, userID string, opts ...CallOptio
 
 // GetErasure is the user's latest erasure
 // (GET /v1/ops/users/{user_id}/erasure); a 404 *Error when there is none.
+// The operator's alone.
 func (c *Client) GetErasure(ctx context.Context, userID string, opts ...CallOption) (*Erasure, error) {
 	var out Erasure
 	if _, err := c.do(ctx, request{route: routes.ErasureStatusByService, args: []string{userID}}, &out, opts); err != nil {
@@ -145,6 +154,7 @@ func (c *Client) GetErasure(ctx context.Context, userID string, opts ...CallOpti
 // Health reports whether Redis and DynamoDB answer, each processor's lag
 // and parked batches, running jobs, pending erasures and the last
 // reconcile (GET /v1/ops/health).
+// The operator's alone.
 func (c *Client) Health(ctx context.Context, opts ...CallOption) (*Health, error) {
 	var out Health
 	if _, err := c.do(ctx, request{route: routes.OpsHealth}, &out, opts); err != nil {
@@ -156,6 +166,7 @@ func (c *Client) Health(ctx context.Context, opts ...CallOption) (*Health, error
 // StartJob starts a rebuild, reconcile or recompute job
 // (POST /v1/ops/jobs). A second request would start a second job, so it is
 // retried only after an answer that says none started (429, 503).
+// The operator's alone.
 func (c *Client) StartJob(ctx context.Context, j JobRequest, opts ...CallOption) (*JobStarted, error) {
 	var out JobStarted
 	if _, err := c.do(ctx, request{route: routes.StartJob, body: j, unsafe: true}, &out, opts); err != nil {
@@ -166,6 +177,7 @@ func (c *Client) StartJob(ctx context.Context, j JobRequest, opts ...CallOption)
 
 // GetJob is a job's state, progress and findings
 // (GET /v1/ops/jobs/{job_id}).
+// The operator's alone.
 func (c *Client) GetJob(ctx context.Context, jobID string, opts ...CallOption) (*Job, error) {
 	var out Job
 	if _, err := c.do(ctx, request{route: routes.GetJob, args: []string{jobID}}, &out, opts); err != nil {
@@ -177,6 +189,7 @@ func (c *Client) GetJob(ctx context.Context, jobID string, opts ...CallOption) (
 // ListDeadLetters lists the batches stream processors parked, oldest first
 // per processor (GET /v1/ops/dlq): one processor's, or every one's when
 // processor is empty.
+// The operator's alone.
 func (c *Client) ListDeadLetters(ctx context.Context, processor string, opts ...CallOption) ([]ParkedBatch, error) {
 	var q url.Values
 	if processor != "" {
@@ -192,6 +205,7 @@ func (c *Client) ListDeadLetters(ctx context.Context, processor string, opts ...
 // RedriveDeadLetters replays parked batches through their processors and
 // removes those that apply (POST /v1/ops/dlq/redrive). Processors apply
 // records idempotently, so a replay (or a retried one) never counts twice.
+// The operator's alone.
 func (c *Client) RedriveDeadLetters(ctx context.Context, which RedriveRequest, opts ...CallOption) ([]RedriveResult, error) {
 	var out redriven
 	if _, err := c.do(ctx, request{route: routes.RedriveDeadLetters, body: which}, &out, opts); err != nil {

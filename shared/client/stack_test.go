@@ -120,15 +120,23 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 	ctx := context.Background()
 	tr := &losing{next: http.DefaultTransport}
 	var z sleeps
-	c, err := client.New(ctx, client.Options{
-		Endpoint: s.URL(), Region: stack.Region,
-		Credentials: credentials.NewStaticCredentialsProvider(stack.DefaultAccessKey, stack.DefaultSecretKey, ""),
-		HTTPClient:  &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		Sleep:       z.sleep,
-	})
-	if err != nil {
-		t.Fatal(err)
+	// c calls as the game server (rallyserver), ops as the operator
+	// (rallylocal): each route is called in the role a deployment's
+	// callers have.
+	as := func(key, secret string) *client.Client {
+		c, err := client.New(ctx, client.Options{
+			Endpoint: s.URL(), Region: stack.Region,
+			Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""),
+			HTTPClient:  &http.Client{Transport: tr, Timeout: 30 * time.Second},
+			Sleep:       z.sleep,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
+	c := as(stack.DefaultServerAccessKey, stack.DefaultServerSecretKey)
+	ops := as(stack.DefaultAccessKey, stack.DefaultSecretKey)
 	const board, game = "wins:ranked", "g:1"
 
 	t.Run("leaderboard", func(t *testing.T) {
@@ -232,7 +240,7 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		if _, err := c.SubmitScore(ctx, board, client.ScoreSubmission{PlayerID: "cyd", MatchID: "m1", Score: 70}); err != nil {
 			t.Fatal(err)
 		}
-		ban, err := c.BanPlayer(ctx, "cyd")
+		ban, err := ops.BanPlayer(ctx, "cyd")
 		if err != nil || !ban.Banned || ban.BannedAt == nil || ban.PlayerID != "cyd" {
 			t.Fatalf("ban %+v %v", ban, err)
 		}
@@ -241,14 +249,14 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		if !errors.As(err, &e) || e.Status != http.StatusForbidden {
 			t.Fatalf("a banned player's score: %v, want a 403", err)
 		}
-		if ban, err = c.UnbanPlayer(ctx, "cyd"); err != nil || ban.Banned || ban.BannedAt != nil {
+		if ban, err = ops.UnbanPlayer(ctx, "cyd"); err != nil || ban.Banned || ban.BannedAt != nil {
 			t.Fatalf("unban %+v %v", ban, err)
 		}
-		if err := c.RemovePlayerScore(ctx, board, "cyd", ""); err != nil {
+		if err := ops.RemovePlayerScore(ctx, board, "cyd", ""); err != nil {
 			t.Fatal(err)
 		}
 		players.Player("reader", "GET", "/v1/leaderboards/"+board+"/players/cyd/rank", nil).Expect(t, 404)
-		err = c.RemovePlayerScore(ctx, board, "cyd", "2026-W47")
+		err = ops.RemovePlayerScore(ctx, board, "cyd", "2026-W47")
 		if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
 			t.Fatalf("a period the board does not have: %v, want a 400", err)
 		}
@@ -311,14 +319,14 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 	})
 
 	t.Run("jobs", func(t *testing.T) {
-		started, err := c.StartJob(ctx, client.JobRequest{Kind: client.JobRebuild, Target: client.TargetLeaderboard, LeaderboardID: board})
+		started, err := ops.StartJob(ctx, client.JobRequest{Kind: client.JobRebuild, Target: client.TargetLeaderboard, LeaderboardID: board})
 		if err != nil || started.JobID == "" || started.State != client.JobRunning {
 			t.Fatalf("%+v %v", started, err)
 		}
 		var job *client.Job
 		await.Success(t, 30*time.Second, "the rebuild done", func() error {
 			var err error
-			if job, err = c.GetJob(ctx, started.JobID); err != nil {
+			if job, err = ops.GetJob(ctx, started.JobID); err != nil {
 				return err
 			}
 			if job.State != client.JobDone {
@@ -329,18 +337,18 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		if job.Kind != client.JobRebuild || job.Target != client.TargetLeaderboard || job.LeaderboardID != board || job.FinishedAt == nil || job.Checked < 2 {
 			t.Fatalf("job %+v, want the rebuild of %s's two players", job, board)
 		}
-		_, err = c.StartJob(ctx, client.JobRequest{Kind: client.JobRebuild, Target: client.TargetLeaderboard, LeaderboardID: "no-such-board"})
+		_, err = ops.StartJob(ctx, client.JobRequest{Kind: client.JobRebuild, Target: client.TargetLeaderboard, LeaderboardID: "no-such-board"})
 		var e *client.Error
 		if !errors.As(err, &e) || e.Status != http.StatusNotFound {
 			t.Fatalf("an unknown board: %v, want a 404", err)
 		}
-		if _, err = c.GetJob(ctx, "no-such-job"); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+		if _, err = ops.GetJob(ctx, "no-such-job"); !errors.As(err, &e) || e.Status != http.StatusNotFound {
 			t.Fatalf("an unknown job: %v, want a 404", err)
 		}
 	})
 
 	t.Run("health", func(t *testing.T) {
-		h, err := c.Health(ctx)
+		h, err := ops.Health(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,15 +366,15 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		if err := s.WaitIdle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		parked, err := c.ListDeadLetters(ctx, routes.CounterProcessor.Function)
+		parked, err := ops.ListDeadLetters(ctx, routes.CounterProcessor.Function)
 		if err != nil || len(parked) != 1 || parked[0].Records != 1 || parked[0].Source != "Reactions" || parked[0].Reason != client.RetryAttemptsExhausted {
 			t.Fatalf("parked %+v %v, want the poison record", parked, err)
 		}
-		if all, err := c.ListDeadLetters(ctx, ""); err != nil || len(all) != 1 || all[0].BatchID != parked[0].BatchID {
+		if all, err := ops.ListDeadLetters(ctx, ""); err != nil || len(all) != 1 || all[0].BatchID != parked[0].BatchID {
 			t.Fatalf("every processor's: %+v %v", all, err)
 		}
 		poisoned.Store(false)
-		results, err := c.RedriveDeadLetters(ctx, client.RedriveRequest{Processor: routes.CounterProcessor.Function, BatchID: parked[0].BatchID})
+		results, err := ops.RedriveDeadLetters(ctx, client.RedriveRequest{Processor: routes.CounterProcessor.Function, BatchID: parked[0].BatchID})
 		if err != nil || len(results) != 1 || results[0].Applied != 1 || results[0].Error != "" {
 			t.Fatalf("redrive %+v %v", results, err)
 		}
@@ -380,10 +388,10 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 			}
 			return nil
 		})
-		if left, err := c.ListDeadLetters(ctx, ""); err != nil || len(left) != 0 {
+		if left, err := ops.ListDeadLetters(ctx, ""); err != nil || len(left) != 0 {
 			t.Fatalf("after the redrive: %+v %v", left, err)
 		}
-		_, err = c.ListDeadLetters(ctx, "no-such-processor")
+		_, err = ops.ListDeadLetters(ctx, "no-such-processor")
 		var e *client.Error
 		if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
 			t.Fatalf("an unknown processor: %v, want a 400", err)
@@ -391,12 +399,12 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 	})
 
 	t.Run("erasure", func(t *testing.T) {
-		er, err := c.EraseUser(ctx, "bob")
+		er, err := ops.EraseUser(ctx, "bob")
 		if err != nil || er.ErasureID == "" || er.Status != client.ErasurePending || er.CompletedAt != nil {
 			t.Fatalf("%+v %v", er, err)
 		}
 		await.Success(t, 60*time.Second, "bob erased", func() error {
-			got, err := c.GetErasure(ctx, "bob")
+			got, err := ops.GetErasure(ctx, "bob")
 			if err != nil {
 				return err
 			}
@@ -407,10 +415,36 @@ func TestTheClientDrivesEveryServiceRoute(t *testing.T) {
 		})
 		var rank struct{}
 		players.Player("reader", "GET", "/v1/leaderboards/"+board+"/players/bob/rank", nil).Expect(t, http.StatusNotFound).JSON(t, &rank)
-		_, err = c.GetErasure(ctx, "never-erased")
+		_, err = ops.GetErasure(ctx, "never-erased")
 		var e *client.Error
 		if !errors.As(err, &e) || e.Status != http.StatusNotFound {
 			t.Fatalf("no erasure: %v, want a 404", err)
+		}
+	})
+
+	// The game server's signature on an operator's route is refused at
+	// once, and the refusal acts on nothing.
+	t.Run("the game server on operator routes", func(t *testing.T) {
+		mark := tr.mark()
+		var e *client.Error
+		if _, err := c.BanPlayer(ctx, "ann"); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+			t.Fatalf("a ban by the game server: %v, want a 403", err)
+		}
+		if err := c.RemovePlayerScore(ctx, board, "ann", ""); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+			t.Fatalf("a score removal by the game server: %v, want a 403", err)
+		}
+		if _, err := c.EraseUser(ctx, "ann"); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+			t.Fatalf("an erasure by the game server: %v, want a 403", err)
+		}
+		if _, err := c.StartJob(ctx, client.JobRequest{Kind: client.JobReconcile, Target: client.TargetAll}); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+			t.Fatalf("a job started by the game server: %v, want a 403", err)
+		}
+		if reqs, _ := tr.since(mark); len(reqs) != 4 {
+			t.Fatalf("%d requests for four 403s, want 4: a refusal is not retried", len(reqs))
+		}
+		players.Player("ann", "GET", "/v1/leaderboards/"+board+"/players/ann/rank", nil).Expect(t, http.StatusOK)
+		if _, err := ops.GetErasure(ctx, "ann"); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+			t.Fatalf("ann's erasure after the game server's attempt: %v, want none (404)", err)
 		}
 	})
 

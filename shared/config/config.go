@@ -53,8 +53,14 @@ type Config struct {
 	// that key itself, used when no ErasureKeyARN is set (local, tests).
 	ErasureKeyARN, ErasureKey string
 	// ServiceRoles are the IAM principals (role ARNs, matched by their
-	// sessions, or user ARNs) allowed to call service routes.
+	// sessions, or user ARNs) allowed to call the function's service
+	// routes: the principals of the roles its routes admit
+	// (RALLY_SERVICE_ROLES).
 	ServiceRoles []string
+	// Principals, where one configuration serves every function (the
+	// local stack), says who acts as each role: a service route then
+	// admits its roles' principals instead of ServiceRoles.
+	Principals routes.Principals
 	// Tracing turns on X-Ray instrumentation.
 	Tracing bool
 	// LogLevel is debug, info, warn or error.
@@ -157,6 +163,16 @@ const LocalStage = "local"
 
 // Local reports whether c is the local stack's configuration.
 func (c Config) Local() bool { return c.Stage == LocalStage }
+
+// ServiceRolesOf is the allow-list of service route r: the function's own
+// (ServiceRoles) or, given Principals, the principals of the roles r
+// admits.
+func (c Config) ServiceRolesOf(r routes.Route) []string {
+	if c.Principals != nil {
+		return c.Principals.Of(r.Admitted())
+	}
+	return c.ServiceRoles
+}
 
 // FromEnv reads the configuration from the process environment.
 func FromEnv() (Config, error) {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -53,6 +54,10 @@ type Batch struct {
 	ArchivedAt time.Time `json:"archived_at"`
 	// Attempts counts the redrives that did not apply the whole batch.
 	Attempts int `json:"redrive_attempts"`
+	// Expires is when the archive lets the batch go (Retention after it
+	// was first archived; what a partial redrive or an erasure leaves of
+	// it keeps the date).
+	Expires time.Time `json:"expires_at,omitzero"`
 }
 
 // BatchID is the ID of the batch of function from first to last in shard.
@@ -76,12 +81,24 @@ type Archive struct {
 	DB    ddb.DB
 	Table string
 	Clock clock.Clock
+	// UserKeys key the index of the users each batch's records name (the
+	// erasure's keyed hashes of a user id, under the key's current version
+	// first, then its previous one): an erasure finds the batches holding
+	// a user's records without reading the others, and the index names
+	// nobody. A batch is indexed under the first; an erasure looks under
+	// each. Nil writes no index (a test's archive).
+	UserKeys func(ctx context.Context, user string) []string
+	// Erasures tells which users are erased or being erased: their
+	// records are not archived once the erasure completed, and not
+	// redriven (see keep). Nil filters nothing.
+	Erasures Erasures
 }
 
 // Item kinds, by pk prefix.
 const (
 	summaryPrefix = "dlq#"
 	chunkPrefix   = "batch#"
+	userPrefix    = "user#"
 )
 
 type summaryItem struct {
@@ -90,6 +107,13 @@ type summaryItem struct {
 	Batch   string `dynamodbav:"batch"` // the Batch as JSON
 	Chunks  int    `dynamodbav:"chunks"`
 	Expires int64  `dynamodbav:"expires_at"`
+	// Users are the keyed hashes of the users the records name (the
+	// index items to delete with the batch).
+	Users []string `dynamodbav:"users,stringset,omitempty"`
+	// LeaseUntil and LeaseOwner hold the batch for one redrive or
+	// erasure at a time.
+	LeaseUntil string `dynamodbav:"lease_until,omitempty"`
+	LeaseOwner string `dynamodbav:"lease_owner,omitempty"`
 }
 
 type chunkItem struct {
@@ -108,9 +132,14 @@ func summaryKey(function string, archivedAt time.Time, id string) map[string]typ
 
 func chunkSK(i int) string { return fmt.Sprintf("%06d", i) }
 
-// Put archives b with its records. The records are written before the
-// summary, so a listed batch always has them; archiving a batch already
-// archived (same ID) changes nothing.
+// Put archives b with its records. The index of the users the records
+// name is written first, then the records, then the summary, so a listed
+// batch always has its records and an erasure always finds a batch
+// naming its user (an index item whose batch has no summary yet is one
+// being archived). Records of a user whose erasure completed after they
+// were written are left out: a batch parked late must not bring an
+// erased user back. Archiving a batch already archived (same ID) changes
+// nothing.
 func (a *Archive) Put(ctx context.Context, b Batch, records []events.DynamoDBEventRecord) (Batch, error) {
 	if b.ID == "" {
 		b.ID = BatchID(b.Function, b.ShardID, b.First, b.Last)
@@ -124,8 +153,25 @@ func (a *Archive) Put(ctx context.Context, b Batch, records []events.DynamoDBEve
 	if b.ArchivedAt.IsZero() {
 		b.ArchivedAt = now
 	}
+	if b.Expires.IsZero() {
+		b.Expires = now.Add(Retention)
+	}
+	expires := b.Expires.Unix()
+	users, err := a.index(ctx, b, records, expires)
+	if err != nil {
+		return Batch{}, err
+	}
+	// Read after the index is written: an erasure completing after this
+	// read found the index.
+	records, err = a.keep(ctx, records, false)
+	if err != nil {
+		return Batch{}, err
+	}
+	if len(records) == 0 {
+		// Every record was an erased user's: nothing to archive.
+		return b, a.forgetUsers(ctx, b, users)
+	}
 	b.Size = len(records)
-	expires := now.Add(Retention).Unix()
 	chunks, err := pack(records)
 	if err != nil {
 		return Batch{}, fmt.Errorf("deadletters: pack %s of %s: %w", b.ID, b.Function, err)
@@ -141,13 +187,54 @@ func (a *Archive) Put(ctx context.Context, b Batch, records []events.DynamoDBEve
 	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
 		return Batch{}, fmt.Errorf("deadletters: archive records of %s: %w", b.ID, err)
 	}
-	if err := a.putSummary(ctx, b, len(chunks), expires); err != nil {
+	if err := a.putSummary(ctx, b, len(chunks), users); err != nil {
 		return Batch{}, err
 	}
 	return b, nil
 }
 
-func (a *Archive) putSummary(ctx context.Context, b Batch, chunks int, expires int64) error {
+// index writes an index item for each user the records name (keyed by
+// the first of UserKeys) and returns their keys.
+func (a *Archive) index(ctx context.Context, b Batch, records []events.DynamoDBEventRecord, expires int64) ([]string, error) {
+	if a.UserKeys == nil {
+		return nil, nil
+	}
+	var keys []string
+	for _, u := range UsersOf(records) {
+		keys = append(keys, a.UserKeys(ctx, u)[0])
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	reqs := make([]types.WriteRequest, 0, len(keys))
+	for _, k := range keys {
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(userPrefix + k), schema.AttrSK: ddb.S(indexSK(b.Function, b.ID)), schema.TTL: ddb.N(expires),
+		}}})
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return nil, fmt.Errorf("deadletters: index the users of %s: %w", b.ID, err)
+	}
+	return keys, nil
+}
+
+// forgetUsers deletes b's index items of users.
+func (a *Archive) forgetUsers(ctx context.Context, b Batch, users []string) error {
+	reqs := make([]types.WriteRequest, 0, len(users))
+	for _, u := range users {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(userPrefix + u), schema.AttrSK: ddb.S(indexSK(b.Function, b.ID)),
+		}}})
+	}
+	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
+		return fmt.Errorf("deadletters: forget the users of %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// indexSK is the sort key of a batch's index items: {function}#{id}.
+func indexSK(function, id string) string { return function + "#" + id }
+
+func (a *Archive) putSummary(ctx context.Context, b Batch, chunks int, users []string) error {
 	body, err := json.Marshal(b)
 	if err != nil {
 		return fmt.Errorf("deadletters: encode batch: %w", err)
@@ -155,7 +242,7 @@ func (a *Archive) putSummary(ctx context.Context, b Batch, chunks int, expires i
 	key := summaryKey(b.Function, b.ArchivedAt, b.ID)
 	item, err := attributevalue.MarshalMap(summaryItem{
 		PK: key[schema.AttrPK].(*types.AttributeValueMemberS).Value, SK: key[schema.AttrSK].(*types.AttributeValueMemberS).Value,
-		Batch: string(body), Chunks: chunks, Expires: expires,
+		Batch: string(body), Chunks: chunks, Expires: b.Expires.Unix(), Users: users,
 	})
 	if err != nil {
 		return fmt.Errorf("deadletters: encode batch: %w", err)
@@ -190,15 +277,23 @@ func (a *Archive) List(ctx context.Context, function string) ([]Batch, error) {
 }
 
 func decodeSummary(raw map[string]types.AttributeValue) (Batch, int, error) {
+	b, it, err := decodeSummaryItem(raw)
+	return b, it.Chunks, err
+}
+
+func decodeSummaryItem(raw map[string]types.AttributeValue) (Batch, summaryItem, error) {
 	var it summaryItem
 	if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
-		return Batch{}, 0, fmt.Errorf("deadletters: decode batch: %w", err)
+		return Batch{}, it, fmt.Errorf("deadletters: decode batch: %w", err)
 	}
 	var b Batch
 	if err := json.Unmarshal([]byte(it.Batch), &b); err != nil {
-		return Batch{}, 0, fmt.Errorf("deadletters: decode batch %s: %w", it.SK, err)
+		return Batch{}, it, fmt.Errorf("deadletters: decode batch %s: %w", it.SK, err)
 	}
-	return b, it.Chunks, nil
+	if b.Expires.IsZero() && it.Expires > 0 {
+		b.Expires = time.Unix(it.Expires, 0).UTC()
+	}
+	return b, it, nil
 }
 
 // Get returns one parked batch of function.
@@ -246,49 +341,67 @@ func (a *Archive) Records(ctx context.Context, b Batch) ([]events.DynamoDBEventR
 }
 
 // Retry records a redrive that applied the records before from and not
-// the rest: the batch keeps only those, with the error.
+// the rest: the batch keeps only those, with the error. Call it holding
+// the batch's lease.
 func (a *Archive) Retry(ctx context.Context, b Batch, records []events.DynamoDBEventRecord, from int, cause error) (Batch, error) {
-	rest := records[from:]
 	next := b
-	next.ID = BatchID(b.Function, b.ShardID, rest[0].Change.SequenceNumber, b.Last)
-	next.First = rest[0].Change.SequenceNumber
 	next.Attempts++
 	if cause != nil {
 		next.Error = cause.Error()
 	}
+	return a.replace(ctx, b, next, records[from:])
+}
+
+// replace puts what is left of b, as next, in its place: rewritten where
+// it lies when the records are the same range, else archived as a batch
+// of its own before b is removed (a crash in between leaves both, and
+// whoever retries finds next already archived). Call it holding b's lease.
+func (a *Archive) replace(ctx context.Context, b, next Batch, rest []events.DynamoDBEventRecord) (Batch, error) {
+	if len(rest) == 0 {
+		return Batch{}, a.Remove(ctx, b)
+	}
+	next.ID = BatchID(b.Function, b.ShardID, rest[0].Change.SequenceNumber, b.Last)
+	next.First = rest[0].Change.SequenceNumber
+	if len(rest) != b.Size && next.ID == b.ID {
+		// The same range with records left out (an erasure): a batch of
+		// its own, named after the one it replaces.
+		next.ID = BatchID(b.Function, b.ShardID, next.First, b.Last+"#"+b.ID)
+	}
 	if next.ID == b.ID {
 		// The same range failed again: rewrite its summary in place.
-		chunks, err := a.chunks(ctx, b)
+		it, err := a.summary(ctx, b)
 		if err != nil {
 			return Batch{}, err
 		}
-		return next, a.putSummary(ctx, next, chunks, clock.Now(a.Clock).Add(Retention).Unix())
+		return next, a.putSummary(ctx, next, it.Chunks, it.Users)
 	}
 	next.ArchivedAt = b.ArchivedAt
+	next.Expires = b.Expires
 	if _, err := a.Put(ctx, next, rest); err != nil {
 		return Batch{}, err
 	}
 	return next, a.Remove(ctx, b)
 }
 
-func (a *Archive) chunks(ctx context.Context, b Batch) (int, error) {
+// summary reads b's summary item.
+func (a *Archive) summary(ctx context.Context, b Batch) (summaryItem, error) {
 	out, err := a.DB.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(a.Table), Key: summaryKey(b.Function, b.ArchivedAt, b.ID), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("deadletters: read %s: %w", b.ID, err)
+		return summaryItem{}, fmt.Errorf("deadletters: read %s: %w", b.ID, err)
 	}
 	if out.Item == nil {
-		return 0, ErrNotFound
+		return summaryItem{}, ErrNotFound
 	}
-	_, n, err := decodeSummary(out.Item)
-	return n, err
+	_, it, err := decodeSummaryItem(out.Item)
+	return it, err
 }
 
 // Remove deletes a batch: its summary first, so it is never listed
-// without its records, then the records.
+// without its records, then the records, then its index items.
 func (a *Archive) Remove(ctx context.Context, b Batch) error {
-	n, err := a.chunks(ctx, b)
+	it, err := a.summary(ctx, b)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -300,11 +413,16 @@ func (a *Archive) Remove(ctx context.Context, b Batch) error {
 	}); err != nil {
 		return fmt.Errorf("deadletters: remove %s: %w", b.ID, err)
 	}
-	reqs := make([]types.WriteRequest, n)
-	for i := range n {
-		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+	reqs := make([]types.WriteRequest, 0, it.Chunks+len(it.Users))
+	for i := range it.Chunks {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
 			schema.AttrPK: ddb.S(chunkPrefix + b.ID), schema.AttrSK: ddb.S(chunkSK(i)),
-		}}}
+		}}})
+	}
+	for _, u := range it.Users {
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(userPrefix + u), schema.AttrSK: ddb.S(indexSK(b.Function, b.ID)),
+		}}})
 	}
 	if err := ddb.BatchWrite(ctx, a.DB, a.Table, reqs); err != nil {
 		return fmt.Errorf("deadletters: remove records of %s: %w", b.ID, err)

@@ -2,6 +2,7 @@ package deadletters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -57,14 +58,33 @@ func (a *Archive) Redrive(ctx context.Context, inv Invoker, function, id string)
 	return out, nil
 }
 
+// redrive replays one batch holding its lease: a batch another redrive or
+// an erasure holds is reported as such and left alone. Records no redrive
+// may apply (an erased user's) are dropped from it first (see keep).
 func (a *Archive) redrive(ctx context.Context, inv Invoker, b Batch) (Outcome, error) {
 	o := Outcome{Function: b.Function, Batch: b.ID, Records: b.Size}
-	records, err := a.Records(ctx, b)
+	owner, err := a.lease(ctx, b)
+	if errors.Is(err, ErrLeased) || errors.Is(err, ErrNotFound) {
+		o.Error = err.Error()
+		return o, nil
+	}
 	if err != nil {
 		return o, err
 	}
-	resp, invokeErr := inv.Invoke(ctx, b.Function, events.DynamoDBEvent{Records: records})
+	records, err := a.Records(ctx, b)
+	if err == nil {
+		records, err = a.keep(ctx, records, true)
+	}
+	if err != nil {
+		return o, errors.Join(err, a.release(ctx, b, owner))
+	}
+	o.Records = len(records)
 	from := 0
+	var resp events.DynamoDBEventResponse
+	invokeErr := error(nil)
+	if len(records) > 0 {
+		resp, invokeErr = inv.Invoke(ctx, b.Function, events.DynamoDBEvent{Records: records})
+	}
 	switch {
 	case invokeErr != nil:
 		o.Error = invokeErr.Error()
@@ -83,7 +103,7 @@ func (a *Archive) redrive(ctx context.Context, inv Invoker, b Batch) (Outcome, e
 	}
 	o.Applied = from
 	if _, err := a.Retry(ctx, b, records, from, fmt.Errorf("%s", o.Error)); err != nil {
-		return o, err
+		return o, errors.Join(err, a.release(ctx, b, owner))
 	}
 	return o, nil
 }

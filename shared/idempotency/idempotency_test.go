@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/clock"
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/schema"
@@ -67,18 +71,61 @@ func TestSameKeyWithADifferentRequestIsRefused(t *testing.T) {
 	}
 }
 
+// arrivals tells, through a DB that watches the store's claims, when
+// requests found the key held by another: each request's context names it,
+// and the first refused claim of each is an arrival.
+type arrivals struct {
+	ddb.DB
+	mu      sync.Mutex
+	arrived map[int]bool
+	all     chan struct{} // closed once want requests arrived
+	want    int
+}
+
+type requestKey struct{}
+
+func (a *arrivals) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := a.DB.PutItem(ctx, in, o...)
+	var refused *types.ConditionalCheckFailedException
+	if id, ok := ctx.Value(requestKey{}).(int); ok && errors.As(err, &refused) {
+		a.mu.Lock()
+		if !a.arrived[id] {
+			a.arrived[id] = true
+			if len(a.arrived) == a.want {
+				close(a.all)
+			}
+		}
+		a.mu.Unlock()
+	}
+	return out, err
+}
+
+// Twenty requests with one key: the first claims it and works until every
+// other has arrived and found the key in progress; all of them then get
+// its answer, and the work ran once.
 func TestConcurrentRequestsWithOneKeyRunOnceAndAllGetTheSameAnswer(t *testing.T) {
 	s := newStore(t, clock.System{})
+	s.Wait = 10 * time.Second // room for a loaded machine: no request should give up
+	const requests = 20
+	seen := &arrivals{DB: s.DB, arrived: map[int]bool{}, all: make(chan struct{}), want: requests - 1}
+	s.DB = seen
 	var runs atomic.Int32
 	var wg sync.WaitGroup
-	bodies := make([]string, 20)
+	bodies := make([]string, requests)
 	for i := range bodies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, _, err := s.Run(context.Background(), key, "h", func(context.Context) (idempotency.Result, error) {
+			ctx := context.WithValue(context.Background(), requestKey{}, i)
+			res, _, err := s.Run(ctx, key, "h", func(context.Context) (idempotency.Result, error) {
 				runs.Add(1)
-				time.Sleep(50 * time.Millisecond) // the work takes a while; others must wait for it
+				select { // the work lasts until the others wait for it
+				case <-seen.all:
+				case <-time.After(s.Wait / 2):
+					seen.mu.Lock()
+					t.Errorf("only %d of the other %d requests arrived while the work ran", len(seen.arrived), requests-1)
+					seen.mu.Unlock()
+				}
 				return idempotency.Result{Status: 200, Body: []byte(`{"ok":true}`)}, nil
 			})
 			if err != nil {

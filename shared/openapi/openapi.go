@@ -35,6 +35,7 @@ func load() (*openapi3.T, []byte, error) {
 			return
 		}
 		budgets(doc)
+		roles(doc)
 		if loadErr = doc.Validate(context.Background()); loadErr != nil {
 			loadErr = fmt.Errorf("openapi: invalid document: %w", loadErr)
 			return
@@ -87,6 +88,46 @@ func rateLimited(r routes.Route, problem *openapi3.SchemaRef) *openapi3.Response
 		},
 		Content: openapi3.Content{"application/problem+json": &openapi3.MediaType{Schema: problem}},
 	}
+}
+
+// roles says on every service operation which roles may call it, from
+// its declaration (routes.Route.Role): the x-rally-roles extension, a line
+// of its description, and its 403.
+func roles(d *openapi3.T) {
+	for _, r := range routes.All() {
+		item := d.Paths.Find(r.Path)
+		if item == nil || r.Auth != routes.Service {
+			continue
+		}
+		op := item.GetOperation(r.Method)
+		if op == nil {
+			continue
+		}
+		var names []string
+		for _, role := range r.Admitted() {
+			names = append(names, string(role))
+		}
+		if op.Extensions == nil {
+			op.Extensions = map[string]any{}
+		}
+		op.Extensions["x-rally-roles"] = names
+		op.Description = strings.TrimSpace(op.Description + "\n\n" + RolesLine(r))
+		forbidden := "The signature is not of a role this route admits (" + strings.Join(names, ", ") +
+			"), or no valid SigV4 signature was sent."
+		op.Responses.Set("403", &openapi3.ResponseRef{Value: &openapi3.Response{
+			Description: &forbidden,
+			Content:     openapi3.Content{"application/problem+json": &openapi3.MediaType{Schema: d.Components.Schemas["Problem"]}},
+		}})
+	}
+}
+
+// RolesLine is the sentence a service operation's description ends with,
+// naming who may call it.
+func RolesLine(r routes.Route) string {
+	if r.Admits(routes.GameServer) {
+		return "Callers: the game-server role or the operator role (locally `rallyserver` or `rallylocal`)."
+	}
+	return "Callers: the operator role alone (locally `rallylocal`); a game server's signature answers 403."
 }
 
 // Document returns the parsed document.

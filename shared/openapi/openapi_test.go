@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -245,5 +246,47 @@ func TestEveryProblemTypeIsListedWithItsMeaning(t *testing.T) {
 	}
 	if len(listed) != len(types) || len(enum) != len(types) {
 		t.Errorf("the document lists %d and %d problem types, the API answers with %d", len(listed), len(enum), len(types))
+	}
+}
+
+// The document served at /openapi.json says on each service operation
+// which roles may call it, as the route declares, and what the others get.
+func TestEveryServiceOperationNamesTheRolesThatMayCallIt(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(JSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes.All() {
+		var op struct {
+			Roles       []string `json:"x-rally-roles"`
+			Description string   `json:"description"`
+			Responses   map[string]struct {
+				Description string `json:"description"`
+			} `json:"responses"`
+		}
+		if err := json.Unmarshal(doc.Paths[r.Path][strings.ToLower(r.Method)], &op); err != nil {
+			t.Fatalf("%s: %v", r.Key(), err)
+		}
+		var want []string
+		for _, role := range r.Admitted() {
+			want = append(want, string(role))
+		}
+		if !slices.Equal(op.Roles, want) {
+			t.Errorf("%s: x-rally-roles %v, want %v", r.Key(), op.Roles, want)
+		}
+		if r.Auth != routes.Service {
+			continue
+		}
+		if !strings.HasSuffix(op.Description, RolesLine(r)) {
+			t.Errorf("%s: the description does not end naming its callers: %q", r.Key(), op.Description)
+		}
+		if forbidden := op.Responses["403"].Description; !strings.Contains(forbidden, strings.Join(want, ", ")) {
+			t.Errorf("%s: 403 %q does not name the roles it admits", r.Key(), forbidden)
+		}
+		if strings.Contains(RolesLine(r), "rallyserver") != r.Admits(routes.GameServer) {
+			t.Errorf("%s: %q", r.Key(), RolesLine(r))
+		}
 	}
 }

@@ -490,7 +490,8 @@ func TestAnInterruptedErasureCompletesWhenRunAgain(t *testing.T) {
 
 	job := all.ErasureJob(w.s.Deps())
 	crashing := *job
-	crashing.Parts = append(slices.Clone(job.Parts[:2]), crash{})
+	// The dead-letter archive, reactions and scores, then the crash.
+	crashing.Parts = append(slices.Clone(job.Parts[:3]), crash{})
 	if err := crashing.Run(context.Background(), w.hash(erased)); err == nil || !strings.Contains(err.Error(), "process killed") {
 		t.Fatalf("the crashing run returned %v", err)
 	}

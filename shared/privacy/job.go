@@ -31,11 +31,22 @@ type Part interface {
 	Erase(ctx context.Context, user string) (done bool, err error)
 }
 
+// A Gate is a part the parts after it wait for: until it is done, a run
+// stops there. The dead-letter archive is one: a redrive holding a batch
+// of the user's records must finish (and the records be scrubbed) before
+// the user's reactions, scores and streaks are deleted and their
+// deletions counted, or a change applied late could bring the user back.
+type Gate interface {
+	Part
+	Gates() bool
+}
+
 // Job carries out erasures: the erasure processor's handler.
 type Job struct {
 	Records *Records
-	// Parts are erased in order; the analytics secret goes last, so
-	// events shipped meanwhile still carry the user's PID.
+	// Parts are erased in order (a Gate stops a run until it is done);
+	// the analytics secret goes last, so events shipped meanwhile still
+	// carry the user's PID.
 	Parts   []Part
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -181,6 +192,9 @@ func (j *Job) erase(ctx context.Context, hash string) (string, error) {
 			first = fmt.Errorf("erase %s: %w", p.Name(), ErrNotYet)
 		}
 		took = append(took, p.Name()+"_ms", time.Since(began).Milliseconds())
+		if g, ok := p.(Gate); ok && g.Gates() && (err != nil || !done) {
+			break
+		}
 	}
 	if first != nil {
 		if rerr := j.Records.Release(context.WithoutCancel(ctx), e); rerr != nil {

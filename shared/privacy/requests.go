@@ -161,6 +161,56 @@ func (s *Records) Get(ctx context.Context, hash string) (Erasure, bool, error) {
 	return r.erasure(), true, nil
 }
 
+// States reads the erasure records of users: the last erasure of each
+// user that has one, under the key's current version, else its previous
+// one. When some user has neither it reads the key again (at most once a
+// minute), as Find does.
+func (s *Records) States(ctx context.Context, users []string) (map[string]Erasure, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.states(ctx, users)
+		if err != nil || len(out) == len(users) || attempt == 1 || !s.Hasher.Reload(ctx) {
+			return out, err
+		}
+	}
+}
+
+func (s *Records) states(ctx context.Context, users []string) (map[string]Erasure, error) {
+	type owner struct {
+		user string
+		rank int // 0 under the key's current version
+	}
+	byHash := make(map[string]owner, 2*len(users))
+	keys := make([]map[string]types.AttributeValue, 0, 2*len(users))
+	for _, u := range users {
+		for rank, h := range s.Hasher.Hashes(ctx, u) {
+			if _, ok := byHash[h]; !ok {
+				byHash[h] = owner{u, rank}
+				keys = append(keys, s.key(h))
+			}
+		}
+	}
+	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "the erasure records could not be read")
+	}
+	out := make(map[string]Erasure, len(items))
+	ranks := make(map[string]int, len(items))
+	for _, it := range items {
+		var r record
+		if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+			return nil, fmt.Errorf("privacy: decode erasure: %w", err)
+		}
+		o, ok := byHash[r.UserHash]
+		if !ok {
+			continue
+		}
+		if rank, seen := ranks[o.user]; !seen || o.rank < rank {
+			out[o.user], ranks[o.user] = r.erasure(), o.rank
+		}
+	}
+	return out, nil
+}
+
 // Waiting is an erasure still pending, as the by_pending index lists it.
 type Waiting struct {
 	Hash        string

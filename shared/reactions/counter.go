@@ -67,13 +67,15 @@ func (p *CounterProcessor) Process(ctx context.Context, records []events.DynamoD
 	batch := streams.Decode(records, p.Decode)
 	now := p.Clock.Now()
 	if changes := batch.Records; len(changes) > 0 {
-		n, err := p.Counts.Apply(ctx, changes, now)
+		n, err := p.Counts.Apply(ctx, changes, now, func(ctx context.Context, moved map[Target][]BucketRef) error {
+			return p.mirrorCounts(ctx, moved, now)
+		})
 		if err != nil {
 			return err
 		}
 		p.Metrics.Count("ReactionChangesApplied", n, nil)
 		p.Metrics.Count("ReactionChangesRedelivered", len(changes)-n, nil)
-		if err := p.mirror(ctx, changes, now); err != nil {
+		if err := p.mirrorEdges(ctx, changes, now); err != nil {
 			return err
 		}
 		p.Freshness.Applied(ctx, batch.NewestChange(Change.changedAt))
@@ -87,23 +89,32 @@ func (p *CounterProcessor) Process(ctx context.Context, records []events.DynamoD
 	return batch.Err()
 }
 
-// mirror writes the batch's results to Redis; on failure it records what
-// went dirty (durably — only a failure to do that fails the batch). An
-// edge whose latest change is its deletion (erasure) is dropped from its
-// user's cached edges rather than remembered: the erasure deletes that
-// cache once the deletions are counted, and nothing here may write it back.
-func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now time.Time) error {
-	touched := map[Target][]BucketRef{}
-	for _, c := range changes {
-		t := c.Target()
-		if _, ok := touched[t]; !ok {
-			touched[t] = nil
-		}
-		if c.Delta != 0 {
-			touched[t] = appendBucket(touched[t], BucketOf(Hourly, c.At))
-			touched[t] = appendBucket(touched[t], BucketOf(Daily, c.At))
-		}
+// mirrorCounts writes to Redis what a commit of counts moved, read back
+// from DynamoDB (absolute values with their versions, so a late or
+// repeated mirror never sets one back). It runs before the commit is
+// marked counted, so a run that dies between the two leaves an intent
+// whose finisher mirrors it again. On failure it records what went dirty
+// (durably — only a failure to do that fails the batch).
+func (p *CounterProcessor) mirrorCounts(ctx context.Context, moved map[Target][]BucketRef, now time.Time) error {
+	tallies, err := p.Counts.Tallies(ctx, moved)
+	if err == nil {
+		err = p.Mirror.Apply(ctx, tallies, nil)
 	}
+	if err == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(moved))
+	for t := range moved {
+		keys = append(keys, dirtyTarget+string(t.Kind)+"#"+t.ID)
+	}
+	return p.markDirty(ctx, keys, err, now)
+}
+
+// mirrorEdges caches each edge's newest state as its user's own; an edge
+// whose latest change is its deletion (erasure) is dropped from its user's
+// cached edges rather than remembered: the erasure deletes that cache once
+// the deletions are counted, and nothing here may write it back.
+func (p *CounterProcessor) mirrorEdges(ctx context.Context, changes []Change, now time.Time) error {
 	latest := streams.Newest(changes, Change.key, Change.version, nil)
 	edges := make([]Edge, 0, len(latest))
 	var deleted []Ref
@@ -118,35 +129,25 @@ func (p *CounterProcessor) mirror(ctx context.Context, changes []Change, now tim
 		}
 		edges = append(edges, Edge{Ref: c.Ref, State: state, Version: c.Version, UpdatedAt: c.At})
 	}
-	tallies, err := p.Counts.Tallies(ctx, touched)
-	if err == nil {
-		err = p.Mirror.Apply(ctx, tallies, edges)
-	}
+	err := p.Mirror.Apply(ctx, nil, edges)
 	if err == nil && len(deleted) > 0 {
 		err = p.Mirror.ForgetEdges(ctx, deleted)
 	}
 	if err == nil {
 		return nil
 	}
-	p.Log.WarnContext(ctx, "redis mirror update failed; marking keys dirty", "targets", len(touched), "error", err.Error())
-	p.Metrics.Count("ReactionMirrorFailures", 1, nil)
-	keys := make([]string, 0, len(touched)+len(latest))
-	for t := range touched {
-		keys = append(keys, dirtyTarget+string(t.Kind)+"#"+t.ID)
-	}
+	keys := make([]string, 0, len(latest))
 	for _, c := range latest {
 		keys = append(keys, dirtyUser+c.Ref.UserID)
 	}
-	return p.Gen.MarkDirty(ctx, keys, now)
+	return p.markDirty(ctx, keys, err, now)
 }
 
-func appendBucket(refs []BucketRef, b BucketRef) []BucketRef {
-	for _, r := range refs {
-		if r == b {
-			return refs
-		}
-	}
-	return append(refs, b)
+// markDirty records keys whose Redis values a failed write left wrong.
+func (p *CounterProcessor) markDirty(ctx context.Context, keys []string, cause error, now time.Time) error {
+	p.Log.WarnContext(ctx, "redis mirror update failed; marking keys dirty", "keys", len(keys), "error", cause.Error())
+	p.Metrics.Count("ReactionMirrorFailures", 1, nil)
+	return p.Gen.MarkDirty(ctx, keys, now)
 }
 
 // Dirty key prefixes.

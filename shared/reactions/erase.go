@@ -11,12 +11,16 @@ import (
 
 // Eraser erases a user's favorites and likes (a part of shared/privacy's
 // erasure job). Edges are deleted, which the counter processor counts like
-// an unfavorite, so counts and trending are compensated exactly once. The
-// counter's per-edge markers and the user's cached memberships are dropped
-// only after those deletions were counted (and any counting a dead
-// processor left unmarked was finished, so no intent naming the user
-// stays behind), so no marker is written again after they are gone; meanwhile the versions waited for are kept durably,
-// so an erasure that dies mid-way still knows what it waits for. The
+// an unfavorite, so counts and trending are compensated exactly once.
+// Before each edge is deleted it is held (a placeholder counter marker
+// for an edge the processor has not counted yet), so every deleted edge
+// has a marker until its deletion is counted, which deletes it: the
+// erasure waits for the user's markers to go. The user's cached
+// memberships (and any marker left) are dropped only after that (and any
+// counting a dead processor left unmarked was finished, so no intent
+// naming the user stays behind); meanwhile the versions waited for are
+// kept durably, so an erasure that dies mid-way still knows what it waits
+// for. The
 // user's flip counts (Flips) go with their cached memberships; an
 // instance's own counts forget by themselves within the hour.
 type Eraser struct {
@@ -31,8 +35,12 @@ type Eraser struct {
 		// for targets but has not yet marked counted (it died in
 		// between): the markers read next are then complete, and nothing
 		// naming the user waits for a batch that may never come.
-		FinishPending(ctx context.Context, targets []Target, now time.Time) error
-		// Markers returns the last counted version of each of user's edges.
+		FinishPending(ctx context.Context, targets []Target, now time.Time, committed Committed) error
+		// Hold gives each edge without a counter marker a placeholder
+		// one (version 0), which the counting of its deletion removes.
+		Hold(ctx context.Context, refs []Ref, now time.Time) error
+		// Markers returns the last counted version of each of user's
+		// edges that still has a marker.
 		Markers(ctx context.Context, user string) (map[Ref]int64, error)
 		// ForgetUser drops user's counted-version markers.
 		ForgetUser(ctx context.Context, user string) (int, error)
@@ -45,6 +53,9 @@ type Eraser struct {
 	}
 	Gen interface {
 		Drop(ctx context.Context, keys ...string) error
+		// MarkDirty records Redis keys whose values may be wrong: the
+		// counter processor's repair mirrors them again.
+		MarkDirty(ctx context.Context, keys []string, at time.Time) error
 	}
 	Awaits ErasureAwaits
 	// Wait bounds how long one run waits for the counter processor
@@ -72,13 +83,18 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 	announced := map[Ref]int64{}
 	await := func(refs map[Ref]int64) error {
 		versions := make(map[string]int64, len(refs))
+		held := make([]Ref, 0, len(refs))
 		for ref, v := range refs {
 			if v > announced[ref] {
 				announced[ref] = v
 				versions[awaitKey(ref)] = v
+				held = append(held, ref)
 			}
 		}
-		return e.Awaits.Add(ctx, user, versions)
+		if err := e.Awaits.Add(ctx, user, versions); err != nil {
+			return err
+		}
+		return e.Counts.Hold(ctx, held, time.Now())
 	}
 	deleted, err := e.Edges.EraseUser(ctx, user, await)
 	if aerr := await(deleted); aerr != nil {
@@ -110,6 +126,16 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 	return true, nil
 }
 
+// markMoved marks dirty what a commit the erasure finished for a dead
+// counter processor moved: the processor's run died before mirroring it.
+func (e *Eraser) markMoved(ctx context.Context, moved map[Target][]BucketRef) error {
+	keys := make([]string, 0, len(moved))
+	for t := range moved {
+		keys = append(keys, dirtyTarget+string(t.Kind)+"#"+t.ID)
+	}
+	return e.Gen.MarkDirty(ctx, keys, time.Now())
+}
+
 func awaitKey(ref Ref) string { return string(ref.Kind) + "#" + ref.TargetID }
 
 // awaitedTargets are the targets of awaited versions (see awaitKey).
@@ -139,7 +165,7 @@ func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
 	pause := 50 * time.Millisecond
 	targets := awaitedTargets(awaited)
 	for {
-		if err := e.Counts.FinishPending(ctx, targets, time.Now()); err != nil {
+		if err := e.Counts.FinishPending(ctx, targets, time.Now(), e.markMoved); err != nil {
 			return false, err
 		}
 		markers, err := e.Counts.Markers(ctx, user)
@@ -150,9 +176,12 @@ func (e *Eraser) counted(ctx context.Context, user string) (bool, error) {
 		for ref, m := range markers {
 			seen[awaitKey(ref)] = m
 		}
+		// Counting a deletion deletes the edge's marker, which Hold made
+		// sure existed; a marker at the deletion's version or past it is
+		// one a marker from before markers held states left.
 		behind := 0
 		for key, v := range awaited {
-			if seen[key] < v {
+			if m, ok := seen[key]; ok && m < v {
 				behind++
 			}
 		}

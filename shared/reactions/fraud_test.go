@@ -27,6 +27,11 @@ import (
 
 const youngFor = 24 * time.Hour
 
+// flipsThatTrend is how many changes of one edge within a clock hour move
+// trending (README, Fraud controls): the 11th and later count in counts
+// only.
+const flipsThatTrend = 10
+
 // fraudStack is startStack with the young-account controls on (24 h) and
 // the job runner ticking, so the jobs can check what the tests did.
 func fraudStack(t *testing.T, young time.Duration) (*stack.Stack, *apitest.Client) {
@@ -230,30 +235,24 @@ func TestFlippingAnEdgeTooFastStopsMovingTrendingForTheHour(t *testing.T) {
 }
 
 // fraudModel is what the fraud controls must make of a sequence of
-// favorites and unfavorites: per player and game the edge and whether it
-// counts in trending, per edge and clock hour its changes, per player
-// when Rally first saw them; and every change that moved trending.
+// favorites and unfavorites: per player and game the edge, whether it
+// counts in trending and since when it is active, per edge and clock hour
+// its changes, per player when Rally first saw them.
 type fraudModel struct {
 	firstSeen map[string]time.Time
 	active    map[[2]string]bool
 	trends    map[[2]string]bool
+	since     map[[2]string]time.Time
 	flips     map[[2]string]map[time.Time]int
-	moves     []trendMove
 	// kept counts the activations kept out of trending, by reason (and
 	// those of players once young that trend).
 	kept     map[string]int
 	wasYoung map[string]bool
 }
 
-type trendMove struct {
-	game  string
-	at    time.Time
-	delta int64
-}
-
 func newFraudModel() *fraudModel {
 	return &fraudModel{firstSeen: map[string]time.Time{}, active: map[[2]string]bool{}, trends: map[[2]string]bool{},
-		flips: map[[2]string]map[time.Time]int{}, kept: map[string]int{}, wasYoung: map[string]bool{}}
+		since: map[[2]string]time.Time{}, flips: map[[2]string]map[time.Time]int{}, kept: map[string]int{}, wasYoung: map[string]bool{}}
 }
 
 // apply is one request: it returns whether the edge changed.
@@ -271,26 +270,37 @@ func (m *fraudModel) apply(player, game string, on bool, now time.Time) bool {
 	}
 	if on {
 		young := now.Sub(m.firstSeen[player]) < youngFor
-		fast := m.flips[e][hour] >= reactions.MaxTrendingFlips
+		fast := m.flips[e][hour] >= flipsThatTrend
 		m.trends[e] = !young && !fast
+		m.since[e] = now
 		switch {
 		case young:
 			m.kept["young"]++
 			m.wasYoung[player] = true
 		case fast:
 			m.kept["flips"]++
-		default:
-			m.moves = append(m.moves, trendMove{game, now, 1})
-			if m.wasYoung[player] {
-				m.kept["none, grown up"]++
-			}
+		case m.wasYoung[player]:
+			m.kept["none, grown up"]++
 		}
-	} else if m.trends[e] {
-		m.moves = append(m.moves, trendMove{game, now, -1})
 	}
 	m.active[e] = on
 	m.flips[e][hour]++
 	return true
+}
+
+// inWindow reports whether an activation at at counts in window w at now: 24h
+// sums the hourly buckets of the current UTC clock hour and the 23 before
+// it, 7d the daily buckets of the current UTC day and the 6 before it.
+func inWindow(w reactions.Window, at, now time.Time) bool {
+	switch w {
+	case reactions.Last24h:
+		hours := now.Unix()/3600 - at.Unix()/3600
+		return hours >= 0 && hours < 24
+	case reactions.Last7d:
+		days := now.Unix()/86400 - at.Unix()/86400
+		return days >= 0 && days < 7
+	}
+	return !at.After(now)
 }
 
 // served is what the API must serve at now.
@@ -299,23 +309,18 @@ func (m *fraudModel) served(games []string, now time.Time) served {
 	for _, g := range games {
 		v.counts[g] = 0
 	}
-	all := map[string]int64{}
+	// A window counts the standing favorites that trend and became
+	// active within it (README, What a trending window counts).
 	for e, on := range m.active {
 		if on {
 			v.counts[e[1]]++
-			if m.trends[e] {
-				all[e[1]]++
-			}
 		}
 	}
-	v.top[reactions.AllTime] = rendered(all)
-	for _, w := range []reactions.Window{reactions.Last24h, reactions.Last7d} {
-		in := reactions.Buckets(w, now)
-		span := in[0].Span
+	for _, w := range reactions.Windows() {
 		sums := map[string]int64{}
-		for _, mv := range m.moves {
-			if slices.Contains(in, reactions.BucketOf(span, mv.at)) {
-				sums[mv.game] += mv.delta
+		for e, on := range m.active {
+			if on && m.trends[e] && inWindow(w, m.since[e], now) {
+				sums[e[1]]++
 			}
 		}
 		v.top[w] = rendered(sums)
@@ -365,6 +370,12 @@ func TestTrendingFollowsTheModelOfTheFraudControls(t *testing.T) {
 		m.firstSeen[p] = start
 	}
 	now := start.Add(25 * time.Hour)
+	// A favorite that stands from the first day of play, which the
+	// random flips below never touch: the week-later windows cut between
+	// it and the later ones.
+	clk.Set(now)
+	c.Player("vet-a", "POST", "/v1/favorites/m-keep", nil).Expect(t, 200)
+	m.apply("vet-a", "m-keep", true, now)
 	players := append(slices.Clone(veterans), newcomers...)
 	var burst [2]string
 	burstLeft := 0
@@ -400,6 +411,7 @@ func TestTrendingFollowsTheModelOfTheFraudControls(t *testing.T) {
 	if err := s.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	games = append(games, "m-keep")
 	want := m.served(games, now)
 	t.Logf("after %v of clock, activations kept out of trending (or not) %v: %s", now.Sub(start), m.kept, want)
 	if m.kept["young"] == 0 || m.kept["flips"] == 0 || m.kept["none, grown up"] == 0 {
@@ -413,6 +425,47 @@ func TestTrendingFollowsTheModelOfTheFraudControls(t *testing.T) {
 		return nil
 	})
 	jobsFindNoDrift(t, s, c)
+
+	var first, last time.Time
+	for e, on := range m.active {
+		if on && m.trends[e] && (first.IsZero() || m.since[e].Before(first)) {
+			first = m.since[e]
+		}
+		if on && m.trends[e] && m.since[e].After(last) {
+			last = m.since[e]
+		}
+	}
+	// Later the same day, with nothing new: the newest standing trending
+	// favorite's hour is the oldest of the 24 h window.
+	edge := last.Truncate(time.Hour).Add(23*time.Hour + 30*time.Minute)
+	clk.Set(edge)
+	wantEdge := m.served(games, edge)
+	if wantEdge.top[reactions.Last24h] == "" {
+		t.Fatalf("the 24 h window at %s holds no favorite", edge)
+	}
+	await.Success(t, 20*time.Second, "served trending 23 hours on equals the model", func() error {
+		if diff := sameUpToTies(readServed(t, c, games), wantEdge); diff != "" {
+			return errors.New(diff)
+		}
+		return nil
+	})
+
+	// Days later, with nothing new: the 7d window now starts the day
+	// after the oldest standing trending favorite was made, so it has
+	// left it (and every favorite the 24 h window).
+	later := time.Date(first.Year(), first.Month(), first.Day()+7, 12, 0, 0, 0, time.UTC)
+	clk.Set(later)
+	wantLater := m.served(games, later)
+	cuts := last.Unix()/86400 > first.Unix()/86400 // standing favorites made on two days or more
+	if w := wantLater.top[reactions.Last7d]; cuts && (w == "" || w == want.top[reactions.Last7d]) {
+		t.Fatalf("the 7d window at %s does not cut through the standing favorites (%q, before %q)", later, w, want.top[reactions.Last7d])
+	}
+	await.Success(t, 20*time.Second, "served trending a week on equals the model", func() error {
+		if diff := sameUpToTies(readServed(t, c, games), wantLater); diff != "" {
+			return errors.New(diff)
+		}
+		return nil
+	})
 }
 
 // sameUpToTies compares what was served with the model's, taking equal

@@ -23,6 +23,10 @@ type ActiveEdges interface {
 	CountActive(ctx context.Context, t Target) (Totals, error)
 	// ScanTargets reads a page of the targets with ACTIVE edges.
 	ScanTargets(ctx context.Context, after Position) ([]Target, Position, error)
+	// ScanEdges reads a page of every edge, whatever its state.
+	ScanEdges(ctx context.Context, after Position) ([]Edge, Position, error)
+	// Get returns user's edges to targets (a missing one at Version 0).
+	Get(ctx context.Context, user string, kind Kind, targets []string) (map[string]Edge, error)
 }
 
 // JobCounts is what the jobs read and repair of the durable counts.
@@ -35,6 +39,12 @@ type JobCounts interface {
 	// SetTotals rewrites a count and all-time trending total if their
 	// version is still seen (0: none).
 	SetTotals(ctx context.Context, t Target, to Totals, seen int64, now time.Time) (bool, error)
+	// MarkCounted sets each edge's counter marker to the edge's state.
+	MarkCounted(ctx context.Context, edges []Edge, now time.Time) error
+	// ScanMarkers reads a page of the markers counted active.
+	ScanMarkers(ctx context.Context, after Position) (map[Ref]Counted, Position, error)
+	// ForgetMarker deletes an edge's marker if it is still at ver.
+	ForgetMarker(ctx context.Context, ref Ref, ver int64) error
 }
 
 // JobMirror is what the jobs read and repair of Redis.
@@ -444,16 +454,58 @@ func (j *Jobs) checkRedis(ctx context.Context, tallies []Tally, w *jobs.Work) er
 	return j.Mirror.Reset(ctx, reset)
 }
 
+// The phases of a recompute, in the order they run (the numbers are kept
+// in the cursors of running jobs).
+const (
+	// recomputeMarkers sets every edge's counter marker to its state.
+	recomputeMarkers = 3
+	// recomputeTargets rewrites the totals of every target with ACTIVE
+	// edges, recomputeTallies those of every count item.
+	recomputeTargets = 0
+	recomputeTallies = 1
+	// recomputeStale drops the markers of edges that no longer exist.
+	recomputeStale = 4
+)
+
 // recompute rewrites every durable count and all-time trending total from
-// the edges: first for every target with ACTIVE edges (a lost count item
-// comes back), then for every count item (a target whose edges all went
-// reads 0).
-func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
+// the edges, and the counter markers with them (counts hold the state
+// each edge's marker records, so the two must agree): first every edge's
+// marker, then the totals of every target with ACTIVE edges (a lost count
+// item comes back), then those of every count item (a target whose edges
+// all went reads 0), then it drops the markers of edges gone. Like any
+// disaster recovery it is run with the writes stopped.
+func (j *Jobs) recompute(ctx context.Context, spec jobs.Spec, cursor string, w *jobs.Work) (string, bool, error) {
 	c, err := decodeCursor(cursor)
 	if err != nil {
 		return "", false, err
 	}
-	for c.Phase == 0 {
+	if cursor == "" {
+		c.Phase = recomputeMarkers
+	}
+	for c.Phase == recomputeMarkers {
+		if ctx.Err() != nil {
+			return c.String(), false, nil
+		}
+		edges, next, err := j.Edges.ScanEdges(ctx, c.After)
+		if err != nil {
+			return "", false, err
+		}
+		if err := j.Counts.MarkCounted(ctx, edges, j.Clock.Now()); err != nil {
+			return "", false, err
+		}
+		w.Findings.Checked += int64(len(edges))
+		c.After = next
+		if next == nil {
+			c.Phase = recomputeTargets
+		}
+		if err := w.Checkpoint(ctx, c.String()); err != nil {
+			return "", false, err
+		}
+	}
+	if c.Phase == recomputeStale {
+		return j.forgetStale(ctx, &c, w)
+	}
+	for c.Phase == recomputeTargets {
 		if ctx.Err() != nil {
 			return c.String(), false, nil
 		}
@@ -474,13 +526,13 @@ func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *job
 		w.Progress.Done += int64(len(targets))
 		c.After = next
 		if next == nil {
-			c.Phase = 1
+			c.Phase = recomputeTallies
 		}
 		if err := w.Checkpoint(ctx, c.String()); err != nil {
 			return "", false, err
 		}
 	}
-	return j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
+	next, done, err := j.eachTallyPage(ctx, &c, w, func(tallies []Tally) error {
 		var totals []Tally
 		for _, t := range tallies {
 			if t.HasTotal && t.Totals() != (Totals{}) {
@@ -490,4 +542,58 @@ func (j *Jobs) recompute(ctx context.Context, _ jobs.Spec, cursor string, w *job
 		w.Progress.Done += int64(len(totals))
 		return j.rewrite(ctx, totals, w)
 	})
+	if err != nil || !done {
+		return next, false, err
+	}
+	c = countsCursor{Phase: recomputeStale}
+	if err := w.Checkpoint(ctx, c.String()); err != nil {
+		return "", false, err
+	}
+	return j.forgetStale(ctx, &c, w)
+}
+
+// forgetStale drops the markers counted active of edges that no longer
+// exist (an erasure's deletion the counter processor never got).
+func (j *Jobs) forgetStale(ctx context.Context, c *countsCursor, w *jobs.Work) (string, bool, error) {
+	for {
+		if ctx.Err() != nil {
+			return c.String(), false, nil
+		}
+		markers, next, err := j.Counts.ScanMarkers(ctx, c.After)
+		if err != nil {
+			return "", false, err
+		}
+		type owner struct {
+			user string
+			kind Kind
+		}
+		byOwner := map[owner][]string{}
+		for ref := range markers {
+			o := owner{ref.UserID, ref.Kind}
+			byOwner[o] = append(byOwner[o], ref.TargetID)
+		}
+		for o, targets := range byOwner {
+			edges, err := j.Edges.Get(ctx, o.user, o.kind, targets)
+			if err != nil {
+				return "", false, err
+			}
+			for _, id := range targets {
+				if edges[id].Version > 0 {
+					continue
+				}
+				ref := Ref{UserID: o.user, Kind: o.kind, TargetID: id}
+				if err := j.Counts.ForgetMarker(ctx, ref, markers[ref].Version); err != nil {
+					return "", false, err
+				}
+				w.Findings.Found("marker", fmt.Sprintf("%s: counted active, the edge is gone", Target{Kind: o.kind, ID: id}), true)
+			}
+		}
+		if next == nil {
+			return "", true, nil
+		}
+		c.After = next
+		if err := w.Checkpoint(ctx, c.String()); err != nil {
+			return "", false, err
+		}
+	}
 }

@@ -97,10 +97,21 @@ type Edge struct {
 	CreatedAt time.Time
 	// UpdatedAt is when the edge last changed.
 	UpdatedAt time.Time
+	// Trend is whether its latest activation counts in trending.
+	Trend bool
 }
 
 // Active reports whether the edge is in place.
 func (e Edge) Active() bool { return e.State == Active }
+
+// Counted is the state counts hold for the edge once its latest change
+// is counted.
+func (e Edge) Counted() Counted {
+	if !e.Active() {
+		return Counted{Version: e.Version}
+	}
+	return Counted{Version: e.Version, Active: true, Trend: e.Trend, Since: e.CreatedAt}
+}
 
 // Change is one edge transition read from the Reactions stream: the edge
 // reached Version at At, becoming active or not.
@@ -116,12 +127,42 @@ type Change struct {
 	// may cache it any more. A deletion is one version past the edge it
 	// deleted (the rule every stream decoder follows, see shared/streams).
 	Deleted bool
-	// Trend says whether the change moves trending: an activation as its
-	// edge was written (Trend), a deactivation or a deletion as the
-	// activation it ends, so every trending -1 takes back exactly an
-	// earlier +1. Counts take every change.
+	// Trend says whether the edge, as the change leaves it, counts in
+	// trending: an activation as its edge was written (Trend), a
+	// deactivation or a deletion as the activation it ends. Counts take
+	// every change.
 	Trend bool
+	// Since is when the edge became active, for an active edge (its
+	// created_at): the trending buckets its activation counts in, and
+	// the ones its end takes it back from.
+	Since time.Time
 }
+
+// Counted is the state of an edge as the counts hold it: what the counter
+// processor last applied of it. A target's count is the number of its
+// edges counted active, its all-time trending total those counted active
+// in trending, and each trending bucket the edges counted active in
+// trending that became active within the bucket's span. Counts hold states,
+// not sums of deltas, so applying an edge's newest change gives the same
+// counts whatever came before it, in whatever order, however often.
+type Counted struct {
+	// Version is the edge version counted; 0 when nothing was.
+	Version int64
+	Active  bool
+	Trend   bool
+	Since   time.Time
+}
+
+// Counted is the state the change leaves its edge in, as counts hold it.
+func (c Change) Counted() Counted {
+	if !c.Active {
+		return Counted{Version: c.Version}
+	}
+	return Counted{Version: c.Version, Active: true, Trend: c.Trend, Since: c.Since}
+}
+
+// Trending reports whether the edge counts in trending.
+func (c Counted) Trending() bool { return c.Active && c.Trend }
 
 func (c Change) key() Ref             { return c.Ref }
 func (c Change) version() int64       { return c.Version }
@@ -299,12 +340,20 @@ type Totals struct {
 	Trending int64
 }
 
+// Committed is told, after each commit of counts and before the commit is
+// marked counted, what it moved: per target, the trending buckets (a
+// target with none moved its totals alone). A commit whose run died before
+// marking it is told again by the run that finishes it, so whatever
+// mirrors the counts never misses one.
+type Committed func(ctx context.Context, moved map[Target][]BucketRef) error
+
 // Counts is the durable side of counting: exactly-once application of
 // changes, and counts and snapshots for reads without Redis.
 type Counts interface {
-	// Apply applies changes at most once each (redelivered changes are
-	// recognised by edge version) and returns how many were new.
-	Apply(ctx context.Context, changes []Change, now time.Time) (int, error)
+	// Apply applies each edge's newest change at most once (an older or
+	// repeated one is recognised by edge version), telling committed what
+	// each commit moved, and returns how many changes were new.
+	Apply(ctx context.Context, changes []Change, now time.Time, committed Committed) (int, error)
 	// Count returns target's durable count.
 	Count(ctx context.Context, t Target) (Count, error)
 	// Snapshot returns the stored trending list, if any.

@@ -19,7 +19,8 @@ type Auth int
 const (
 	// Player routes need a JWT; the caller is the token's "sub".
 	Player Auth = iota + 1
-	// Service routes need a SigV4 signature (IAM auth).
+	// Service routes need a SigV4 signature (IAM auth) of a role the
+	// route admits (Route.Role).
 	Service
 )
 
@@ -91,8 +92,12 @@ type Route struct {
 	Function string // directory under functions/ and the Lambda's name suffix
 	Feature  Feature
 	Auth     Auth
-	Summary  string
-	Uses     Uses
+	// Role is the least role that may call a service route: GameServer
+	// (game servers, and operators) or Operator (operators alone). Player
+	// routes declare none.
+	Role    Role
+	Summary string
+	Uses    Uses
 	// Budget is what a caller may spend on the route a minute: per player
 	// on player routes (with IPBudget per source IP beside it), per
 	// calling role on service routes (ServiceBudget).
@@ -145,6 +150,10 @@ type Processor struct {
 	// time of the newest change it applied, shared/freshness): the reads
 	// of what it derives report it as as_of, and operations its lag.
 	Watermark bool
+	// Compensates says its stream's deletions (an erasure's) move what it
+	// derives, so an erasure has a parked deletion applied by it before
+	// scrubbing the user from the dead-letter archive.
+	Compensates bool
 	// Reserved is the function's reserved concurrency (every declaration
 	// of one function gives the same): a flood of requests cannot take the
 	// account's concurrency from it, and it cannot take more. A stream
@@ -204,7 +213,7 @@ var (
 		Uses:    Uses{Calls: []Call{counterReads, On(schema.Games, BatchGetItem)}, Redis: true},
 	}
 	PutGame = Route{
-		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/games/{game_id}", Function: "put-game", Feature: Games, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Set a game's metadata",
 		Uses:    Uses{Calls: []Call{On(schema.Games, PutItem)}},
 	}
@@ -244,7 +253,7 @@ var (
 // Leaderboards.
 var (
 	PutLeaderboard = Route{
-		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/leaderboards/{leaderboard_id}", Function: "put-leaderboard", Feature: Leaderboards, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Define or update a leaderboard",
 		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, UpdateItem)}},
 	}
@@ -259,7 +268,7 @@ var (
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), counterReads}, Redis: true},
 	}
 	SubmitScore = Route{
-		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/leaderboards/{leaderboard_id}/scores", Function: "submit-score", Feature: Leaderboards, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Submit a player's match result",
 		Uses: Uses{
 			Calls: []Call{
@@ -272,7 +281,7 @@ var (
 		},
 	}
 	RemovePlayerScore = Route{
-		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}", Function: "remove-player-score", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Remove a player's score from a board",
 		Uses: Uses{
 			Calls: []Call{
@@ -284,12 +293,12 @@ var (
 		},
 	}
 	BanPlayer = Route{
-		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/ops/players/{player_id}/ban", Function: "ban-player", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Ban a player from every leaderboard",
 		Uses:    Uses{Calls: banCalls, Redis: true},
 	}
 	UnbanPlayer = Route{
-		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/ops/players/{player_id}/ban", Function: "unban-player", Feature: Leaderboards, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Lift a player's ban",
 		Uses:    Uses{Calls: unbanCalls, Redis: true},
 	}
@@ -310,12 +319,12 @@ var (
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, BatchGetItem), On(schema.Players, GetItem), counterReads}, Redis: true},
 	}
 	PutFriends = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Replace a player's friend list",
 		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
 	PutProfile = Route{
-		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Budget: ServiceBudget,
+		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Set a player's display name, avatar and region",
 		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
 	}
@@ -336,8 +345,10 @@ var (
 		Summary: "Record the caller's activity: points, streak and the day's totals in one transaction",
 		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
+	// Match activity is a game route despite its /ops prefix: game
+	// servers report what their players did.
 	ReportActivity = Route{
-		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/activity", Function: "report-activity", Feature: Streaks, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Record a player's match played or won, as the game server saw it: points, streak and the day's totals in one transaction",
 		Uses:    Uses{Calls: activityCalls, Redis: true},
 	}
@@ -380,15 +391,16 @@ var StreakProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	Compensates:  true,
 	// Streaks change once per activity: fewer partitions than Reactions
 	// or Scores.
 	Reserved: 25,
 }
 
 // Privacy. An HTTP API route has one authorizer, so an endpoint open to a
-// player (for themselves) and to services is declared twice, with one
-// function: under /v1/users for players (JWT) and under /v1/ops for
-// services (IAM).
+// player (for themselves) and to operators is declared twice, with one
+// function: under /v1/users for players (JWT) and under /v1/ops for the
+// operator role (IAM).
 var (
 	EraseUser = Route{
 		Method: "DELETE", Path: "/v1/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Player, Budget: ErasureBudget,
@@ -396,7 +408,7 @@ var (
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 	EraseUserByService = Route{
-		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Method: "DELETE", Path: "/v1/ops/users/{user_id}", Function: "erase-user", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Erase a user and everything Rally holds about them",
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, PutItem|GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
@@ -406,7 +418,7 @@ var (
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
 	ErasureStatusByService = Route{
-		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/users/{user_id}/erasure", Function: "erasure-status", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Whether a user's erasure is still pending or complete",
 		Uses:    Uses{Calls: []Call{On(schema.Erasures, GetItem)}, Secrets: []Secret{ErasureKey}},
 	}
@@ -424,9 +436,11 @@ var ErasureProcessor = Processor{
 		Calls: []Call{
 			On(schema.Erasures, GetItem|UpdateItem), OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
 			On(schema.Reactions, Query|DeleteItem),
-			// Besides its own records, it finishes a count intent the
-			// counter processor left (its markers).
-			On(schema.Counters, BatchGetItem|Query|PutItem|DeleteItem|BatchWriteItem),
+			// Besides its own records, it holds the markers of the edges
+			// it deletes and finishes a count intent the counter
+			// processor left (its markers; what it moved marked dirty in
+			// Redis's generation, UpdateItem).
+			On(schema.Counters, BatchGetItem|Query|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 			On(schema.Idempotency, BatchWriteItem), OnIndex(schema.Idempotency, schema.IndexIdempotencyByOwner, Query),
 			On(schema.Leaderboards, Scan),
 			On(schema.Scores, GetItem|UpdateItem|DeleteItem), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query),
@@ -436,8 +450,14 @@ var ErasureProcessor = Processor{
 			On(schema.Accounts, DeleteItem),
 			// It deletes a user's analytics secret and reads none.
 			On(schema.AnalyticsSecrets, DeleteItem),
+			// It scrubs the user from parked batches (under their lease),
+			// having their parked deletions applied first (Invokes).
+			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
+			On(schema.Erasures, BatchGetItem),
 		},
-		Redis: true,
+		Redis:      true,
+		Processors: true,
+		Invokes:    true,
 		// It waits on the counter processor under the user's erasure hash.
 		Secrets: []Secret{ErasureKey},
 	},
@@ -518,6 +538,7 @@ var LeaderboardProcessor = Processor{
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
 	Watermark:    true,
+	Compensates:  true,
 	// Scores take a write per submission: one of the two busiest streams.
 	Reserved: 50,
 }
@@ -543,6 +564,7 @@ var CounterProcessor = Processor{
 	MaxRetries:   8,
 	MaxRecordAge: 6 * time.Hour,
 	Tick:         time.Minute,
+	Compensates:  true,
 	Watermark:    true,
 	// Reactions take a write per favorite and like: one of the two
 	// busiest streams.
@@ -613,22 +635,26 @@ func Processors() []Processor {
 // Operations: what an operating team calls, with service credentials.
 var (
 	ListDeadLetters = Route{
-		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/dlq", Function: "list-dead-letters", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "The batches stream processors parked, archived with their records",
 		Uses:    Uses{Calls: []Call{On(schema.DeadLetters, Query)}},
 	}
 	RedriveDeadLetters = Route{
-		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/dlq/redrive", Function: "redrive-dead-letters", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Replay parked batches through their processors; remove what applied",
-		// A batch that fails again keeps its rest archived (PutItem).
-		Uses: Uses{Calls: []Call{On(schema.DeadLetters, Query|GetItem|PutItem|DeleteItem|BatchWriteItem)}, Processors: true, Invokes: true},
+		// A batch that fails again keeps its rest archived (PutItem); a
+		// batch is leased while it is redriven (UpdateItem), and an erased
+		// user's records are dropped (Erasures).
+		Uses: Uses{Calls: []Call{
+			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem), On(schema.Erasures, BatchGetItem),
+		}, Processors: true, Invokes: true},
 	}
 )
 
 // Jobs and health.
 var (
 	OpsHealth = Route{
-		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/health", Function: "ops-health", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Whether Redis and DynamoDB answer, how far behind each processor is, parked batches, running jobs, pending erasures and the last reconcile",
 		Uses: Uses{
 			Calls: []Call{
@@ -640,12 +666,12 @@ var (
 		},
 	}
 	StartJob = Route{
-		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "POST", Path: "/v1/ops/jobs", Function: "start-job", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "Start a rebuild, reconcile or recompute job",
 		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Jobs, PutItem)}},
 	}
 	GetJob = Route{
-		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Budget: ServiceBudget,
+		Method: "GET", Path: "/v1/ops/jobs/{job_id}", Function: "get-job", Feature: Operations, Auth: Service, Role: Operator, Budget: ServiceBudget,
 		Summary: "A job's state, progress and findings",
 		Uses:    Uses{Calls: []Call{On(schema.Jobs, GetItem)}},
 	}
@@ -665,8 +691,12 @@ var JobRunner = Processor{
 			On(schema.Jobs, GetItem|PutItem|UpdateItem),
 			OnIndex(schema.Jobs, schema.IndexJobsRunning, Query), OnIndex(schema.Jobs, schema.IndexJobsByKind, Query),
 			OnIndex(schema.Reactions, schema.IndexReactionsByTarget, Query|Scan), OnIndex(schema.Reactions, schema.IndexReactionsUntrended, Query),
-			// A recompute rewrites score histograms and their markers.
-			On(schema.Counters, BatchGetItem|Query|Scan|UpdateItem|BatchWriteItem),
+			// A recompute sets every edge's counter marker to its state
+			// (it reads every edge, and the edges of stale markers).
+			On(schema.Reactions, Scan|BatchGetItem),
+			// A recompute rewrites score histograms and their markers,
+			// and the counter markers.
+			On(schema.Counters, BatchGetItem|Query|Scan|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
 		},
@@ -701,7 +731,9 @@ var DlqArchiver = Consumer{
 	Feature:  Operations,
 	Summary:  "Archives each parked stream batch with its records, read from the stream while it holds them",
 	Uses: Uses{
-		Calls:      []Call{On(schema.DeadLetters, Query|PutItem|BatchWriteItem)},
+		// It leaves out the records of users erased since they were
+		// written (Erasures).
+		Calls:      []Call{On(schema.DeadLetters, Query|GetItem|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
 		Streams:    streamTables(),
 		Processors: true,
 	},

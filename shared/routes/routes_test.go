@@ -273,3 +273,134 @@ func TestActionsSpellTheirIAMNames(t *testing.T) {
 		t.Errorf("MergeCalls = %+v", merged)
 	}
 }
+
+// Every service route declares the role that may call it, and the
+// operator may call every one; a player route admits no role.
+func TestEveryServiceRouteDeclaresItsRole(t *testing.T) {
+	for _, r := range All() {
+		switch {
+		case r.Auth == Player && (r.Role != "" || len(r.Admitted()) != 0):
+			t.Errorf("%s: a player route declares role %q", r.Key(), r.Role)
+		case r.Auth == Service && !slices.Contains(Roles(), r.Role):
+			t.Errorf("%s: a service route declares no role (%q): say whether the game server may call it", r.Key(), r.Role)
+		case r.Auth == Service && !r.Admits(Operator):
+			t.Errorf("%s: the operator may not call it", r.Key())
+		}
+	}
+}
+
+// The game server may call the game routes DESIGN.md lists (board
+// definitions, scores, match activity, games, profiles, friends) and none
+// of the operator's: the /v1/ops routes other than match activity, and
+// score removal.
+func TestTheGameServerCallsOnlyTheGameRoutes(t *testing.T) {
+	game := []string{
+		"PUT /v1/leaderboards/{leaderboard_id}",
+		"POST /v1/leaderboards/{leaderboard_id}/scores",
+		"POST /v1/ops/activity",
+		"PUT /v1/games/{game_id}",
+		"PUT /v1/players/{player_id}/profile",
+		"PUT /v1/players/{player_id}/friends",
+	}
+	operatorOnly := []string{
+		"POST /v1/ops/jobs", "GET /v1/ops/jobs/{job_id}", "GET /v1/ops/dlq", "POST /v1/ops/dlq/redrive", "GET /v1/ops/health",
+		"PUT /v1/ops/players/{player_id}/ban", "DELETE /v1/ops/players/{player_id}/ban",
+		"DELETE /v1/ops/users/{user_id}", "GET /v1/ops/users/{user_id}/erasure",
+		"DELETE /v1/leaderboards/{leaderboard_id}/players/{player_id}",
+	}
+	declared := map[string]Route{}
+	for _, r := range All() {
+		declared[r.Key()] = r
+		if r.Auth == Service && strings.HasPrefix(r.Path, "/v1/ops/") && r.Key() != "POST /v1/ops/activity" && r.Admits(GameServer) {
+			t.Errorf("%s: an operations route admits the game server", r.Key())
+		}
+	}
+	for _, key := range game {
+		if r, ok := declared[key]; !ok || !r.Admits(GameServer) || !r.Admits(Operator) {
+			t.Errorf("%s: admits %v, want the game server and the operator", key, r.Admitted())
+		}
+	}
+	for _, key := range operatorOnly {
+		if r, ok := declared[key]; !ok || !slices.Equal(r.Admitted(), []Role{Operator}) {
+			t.Errorf("%s: admits %v, want the operator alone", key, r.Admitted())
+		}
+	}
+}
+
+// A function checks one allow-list (RALLY_SERVICE_ROLES), so the service
+// routes it serves admit the same roles.
+func TestAFunctionsServiceRoutesAdmitTheSameRoles(t *testing.T) {
+	for _, fn := range Functions() {
+		want := AdmittedBy(All(), fn)
+		for _, r := range All() {
+			if r.Function == fn && r.Auth == Service && !slices.Equal(r.Admitted(), want) {
+				t.Errorf("%s admits %v, but %s's service routes together admit %v", r.Key(), r.Admitted(), fn, want)
+			}
+		}
+	}
+	if got := AdmittedBy(All(), EraseUser.Function); !slices.Equal(got, []Role{Operator}) {
+		t.Errorf("erase-user admits %v: its player route admits no role, its service route the operator", got)
+	}
+	if got := AdmittedBy(All(), FavoriteGame.Function); len(got) != 0 {
+		t.Errorf("favorite-game admits %v; it serves players alone", got)
+	}
+}
+
+func TestPrincipalsOfRolesAreEachListedOnce(t *testing.T) {
+	p := Principals{GameServer: {"arn:gs", "arn:both"}, Operator: {"arn:op", "arn:both"}}
+	if got := p.Of([]Role{GameServer, Operator}); !slices.Equal(got, []string{"arn:gs", "arn:both", "arn:op"}) {
+		t.Errorf("Of(both) = %v", got)
+	}
+	if got := p.Of([]Role{Operator}); !slices.Equal(got, []string{"arn:op", "arn:both"}) {
+		t.Errorf("Of(operator) = %v", got)
+	}
+	if got := p.Of(nil); len(got) != 0 {
+		t.Errorf("Of(none) = %v", got)
+	}
+}
+
+// The README's API table marks each service route with who may call it,
+// as the route declares: G for the game routes (the game server and the
+// operator), O for the operator's alone.
+func TestReadmeMarksEachServiceRouteWithItsRole(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "\n## API\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	marked := map[string]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		// `GET /v1/ops/dlq?processor=`, or `PUT` / `DELETE /v1/ops/...`
+		var methods []string
+		var path string
+		for _, part := range strings.Split(strings.TrimPrefix(cells[0], "| "), " / ") {
+			method, p, ok := strings.Cut(strings.Trim(part, "`"), " ")
+			methods = append(methods, method)
+			if ok {
+				path, _, _ = strings.Cut(p, "?")
+			}
+		}
+		for _, m := range methods {
+			marked[m+" "+path] = cells[1]
+		}
+	}
+	for _, r := range All() {
+		if r.Auth != Service {
+			continue
+		}
+		want := "O"
+		if r.Admits(GameServer) {
+			want = "G"
+		}
+		if got, ok := marked[r.Key()]; !ok {
+			t.Errorf("README's API table has no row for %s", r.Key())
+		} else if got != want {
+			t.Errorf("README's API table marks %s %q, want %q", r.Key(), got, want)
+		}
+	}
+}

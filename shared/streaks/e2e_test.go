@@ -6,20 +6,16 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/rallyhq/rally/infra/local/apitest"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/stacktest"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
-	"github.com/rallyhq/rally/shared/schema"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -57,10 +53,20 @@ type mplayer struct {
 	changes   []time.Time
 	last      int // day number of the last activity date, 0 before the first
 	cur, best int64
+	reached   moment // when cur was reached: the activity that grew or restarted it
+	boardIn   string // the region of the boards the streak is on: the player's at their last activity
 	total     int64
 	days      map[int]*mday
 	rejected  int // zone changes the limit refused
 }
+
+// moment is when Rally took an activity, as far as the model knows: its
+// clock read it between the test's readings before and after the request
+// (the stack's clock keeps ticking, and players play at once).
+type moment struct{ from, to time.Time }
+
+// before reports whether m was surely earlier than o.
+func (m moment) before(o moment) bool { return m.to.Before(o.from) }
 
 func dayNumber(t time.Time, zone string) int {
 	loc := time.UTC
@@ -73,8 +79,9 @@ func dayNumber(t time.Time, zone string) int {
 
 func dateOf(n int) string { return time.Unix(int64(n)*86400, 0).UTC().Format("2006-01-02") }
 
-// act records an activity in the model and returns its date and points.
-func (p *mplayer) act(at time.Time, typ, asked string) (int, int64) {
+// act records an activity at at (taken by Rally within took) in the
+// model and returns its date and points.
+func (p *mplayer) act(at time.Time, took moment, typ, asked string) (int, int64) {
 	var kept []time.Time
 	for _, c := range p.changes {
 		if at.Sub(c) < 7*24*time.Hour {
@@ -96,10 +103,11 @@ func (p *mplayer) act(at time.Time, typ, asked string) (int, int64) {
 	day := dayNumber(at, p.tz)
 	switch {
 	case p.last == 0 || day > p.last+1:
-		p.cur, p.last = 1, day
+		p.cur, p.last, p.reached = 1, day, took
 	case day == p.last+1:
-		p.cur, p.last = p.cur+1, day
+		p.cur, p.last, p.reached = p.cur+1, day, took
 	}
+	p.boardIn = p.region
 	p.best = max(p.best, p.cur)
 	d := p.days[day]
 	if d == nil {
@@ -135,72 +143,96 @@ type streakBody struct {
 	Degraded         bool    `json:"degraded"`
 }
 
+type topEntry struct {
+	Rank          int    `json:"rank"`
+	UserID        string `json:"user_id"`
+	CurrentStreak int64  `json:"current_streak"`
+}
+
 type topBody struct {
-	Entries []struct {
-		Rank          int    `json:"rank"`
-		UserID        string `json:"user_id"`
-		CurrentStreak int64  `json:"current_streak"`
-	} `json:"entries"`
-	Degraded bool `json:"degraded"`
+	Entries  []topEntry `json:"entries"`
+	Degraded bool       `json:"degraded"`
 }
 
-// storedStreak is a Streaks item as the table holds it.
-type storedStreak struct {
-	UserID    string `dynamodbav:"user_id"`
-	Current   int64  `dynamodbav:"current_streak"`
-	LastDate  string `dynamodbav:"last_activity_date"`
-	ReachedAt int64  `dynamodbav:"reached_at"`
-	Timezone  string `dynamodbav:"timezone"`
-	Region    string `dynamodbav:"region"`
+func (e topEntry) String() string { return fmt.Sprintf("%d %s %d", e.Rank, e.UserID, e.CurrentStreak) }
+
+// joined is a served board as "rank user streak, ...".
+func joined(es []topEntry) string {
+	rows := make([]string, len(es))
+	for i, e := range es {
+		rows[i] = e.String()
+	}
+	return strings.Join(rows, ", ")
 }
 
-// bruteForceTop scans the Streaks table and ranks the streaks live at now:
-// longer first, then reached earlier, then user id.
-func bruteForceTop(t *testing.T, s *stack.Stack, region string, now time.Time, n int) []string {
+// checkTop compares a served streak board with the model's: the streaks
+// live at now (the player was active today or yesterday in their zone) on
+// the region's board (every one for ""), ranked 1..N, the longer first,
+// then the one reached earlier, then the user id. The model knows when a
+// streak was reached only to within its request, so two equal streaks
+// reached by requests that overlapped may come in either order; every
+// other order is the model's.
+func checkTop(t *testing.T, players []*mplayer, region string, now time.Time, n int, got []topEntry) {
 	t.Helper()
-	var rows []storedStreak
-	p := dynamodb.NewScanPaginator(s.DB(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(schema.Streaks)), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var items []storedStreak
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range items {
-			last, err := time.Parse("2006-01-02", it.LastDate)
-			if err != nil {
-				t.Fatalf("%s: last date %q", it.UserID, it.LastDate)
-			}
-			if dayNumber(now, it.Timezone) > int(last.Unix()/86400)+1 || (region != "" && it.Region != region) {
-				continue
-			}
-			rows = append(rows, it)
+	byID := map[string]*mplayer{}
+	var live []*mplayer
+	for _, p := range players {
+		if cur, _, _ := p.seen(now); cur > 0 && (region == "" || p.boardIn == region) {
+			live = append(live, p)
+			byID[p.id] = p
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.Current != b.Current {
-			return a.Current > b.Current
+	sort.Slice(live, func(i, j int) bool { // a total order close to the board's, for the streak at each rank
+		a, b := live[i], live[j]
+		if a.cur != b.cur {
+			return a.cur > b.cur
 		}
-		if a.ReachedAt != b.ReachedAt {
-			return a.ReachedAt < b.ReachedAt
+		if !a.reached.from.Equal(b.reached.from) {
+			return a.reached.from.Before(b.reached.from)
 		}
-		return a.UserID < b.UserID
+		return a.id < b.id
 	})
-	out := []string{}
-	for i, r := range rows {
-		if i == n {
-			break
+	top := live[:min(n, len(live))]
+	fail := func(format string, args ...any) {
+		t.Helper()
+		var want []string
+		for i, p := range top {
+			want = append(want, fmt.Sprintf("%d %s %d", i+1, p.id, p.cur))
 		}
-		out = append(out, fmt.Sprintf("%d %s %d", i+1, r.UserID, r.Current))
+		t.Fatalf("top %d of %q at %s: %s\n got [%s]\nwant [%s] (equal streaks reached in overlapping requests in any order)",
+			n, region, now, fmt.Sprintf(format, args...), joined(got), strings.Join(want, ", "))
 	}
-	return out
+	if len(got) != len(top) {
+		fail("%d entries, the model %d", len(got), len(top))
+	}
+	served := map[string]bool{}
+	for i, e := range got {
+		p := byID[e.UserID]
+		switch {
+		case e.Rank != i+1:
+			fail("entry %d is ranked %d", i, e.Rank)
+		case p == nil:
+			fail("%s has no live streak on this board", e.UserID)
+		case served[e.UserID]:
+			fail("%s twice", e.UserID)
+		case e.CurrentStreak != p.cur || e.CurrentStreak != top[i].cur:
+			fail("%s at rank %d with a streak of %d: the model's is %d, and rank %d's %d", e.UserID, e.Rank, e.CurrentStreak, p.cur, e.Rank, top[i].cur)
+		}
+		served[e.UserID] = true
+	}
+	// Equal streaks: each served one comes after every one surely reached
+	// before it (served, or cut off by n).
+	for i, e := range got {
+		p := byID[e.UserID]
+		for _, q := range live {
+			if q.cur == p.cur && q.reached.before(p.reached) && !slices.ContainsFunc(got[:i], func(f topEntry) bool { return f.UserID == q.id }) {
+				fail("%s reached a streak of %d before %s, and is not ranked ahead", q.id, q.cur, e.UserID)
+			}
+		}
+	}
 }
 
-func gotTop(t *testing.T, c *apitest.Client, region string, n int, degraded bool) []string {
+func gotTop(t *testing.T, c *apitest.Client, region string, n int, degraded bool) []topEntry {
 	t.Helper()
 	path := fmt.Sprintf("/v1/streaks/top?n=%d", n)
 	if region != "" {
@@ -211,19 +243,13 @@ func gotTop(t *testing.T, c *apitest.Client, region string, n int, degraded bool
 	if top.Degraded != degraded {
 		t.Fatalf("%s: degraded=%v, want %v", path, top.Degraded, degraded)
 	}
-	out := []string{}
-	for _, e := range top.Entries {
-		out = append(out, fmt.Sprintf("%d %s %d", e.Rank, e.UserID, e.CurrentStreak))
-	}
-	return out
+	return top.Entries
 }
 
-// checkAll compares every player's streak with the model, and every
-// streak board with a brute-force sort of the Streaks table whose values
-// must in turn be the model's.
-func checkAll(t *testing.T, s *stack.Stack, c *apitest.Client, players []*mplayer, now time.Time, degraded bool) {
+// checkAll compares every player's streak and every streak board with the
+// model.
+func checkAll(t *testing.T, c *apitest.Client, players []*mplayer, now time.Time, degraded bool) {
 	t.Helper()
-	live := map[string]int64{}
 	for _, p := range players {
 		var got streakBody
 		c.Player(p.id, "GET", "/v1/users/"+p.id+"/streak", nil).Expect(t, 200).JSON(t, &got)
@@ -238,27 +264,9 @@ func checkAll(t *testing.T, s *stack.Stack, c *apitest.Client, players []*mplaye
 			t.Fatalf("%s at %s: got %+v (last %v)\nmodel: current %d longest %d total %d tz %s active %v at risk %v last %s",
 				p.id, now, got, deref(got.LastActivityDate), cur, p.best, p.total, tz, active, risk, dateOf(p.last))
 		}
-		if cur > 0 {
-			live[p.id] = cur
-		}
 	}
 	for _, region := range []string{"", "eu", "na", "apac"} {
-		want := bruteForceTop(t, s, region, now, 100)
-		for _, row := range want {
-			var rank int
-			var id string
-			var streak int64
-			fmt.Sscanf(row, "%d %s %d", &rank, &id, &streak)
-			if live[id] != streak {
-				t.Fatalf("table says %s has a live streak of %d, the model %d", id, streak, live[id])
-			}
-		}
-		if region == "" && len(want) != min(len(live), 100) {
-			t.Fatalf("table has %d live streaks in the top, the model %d", len(want), len(live))
-		}
-		if got := gotTop(t, c, region, 100, degraded); !slices.Equal(got, want) {
-			t.Fatalf("top of %q at %s:\n got %v\nwant %v", region, now, got, want)
-		}
+		checkTop(t, players, region, now, 100, gotTop(t, c, region, 100, degraded))
 	}
 }
 
@@ -312,16 +320,16 @@ func TestStreaksFollowTheModel(t *testing.T) {
 				setRegion(t, c, p)
 			}
 		}
-		played += playStep(t, c, players, rng, now, step)
+		played += playStep(t, s, c, players, rng, now, step)
 		if step%20 == 19 {
 			waitIdle(t, s)
-			checkAll(t, s, c, players, now, false)
+			checkAll(t, c, players, now, false)
 		}
 	}
 	end := start.Add(time.Duration(steps) * 23 * time.Hour)
 	s.Clock().Set(end)
 	waitIdle(t, s)
-	checkAll(t, s, c, players, end, false)
+	checkAll(t, c, players, end, false)
 	checkHistory(t, c, players, end)
 	var longest int64
 	live, rejected := 0, 0
@@ -340,12 +348,12 @@ func TestStreaksFollowTheModel(t *testing.T) {
 	// Redis down: every answer still exact (and says it was served
 	// without Redis), boards from DynamoDB.
 	srv.Stop()
-	checkAll(t, s, c, players, end, true)
+	checkAll(t, c, players, end, true)
 	// ... and writes still succeed.
 	late := end.Add(2 * time.Hour)
 	s.Clock().Set(late)
-	playStep(t, c, players, rng, late, steps)
-	checkAll(t, s, c, players, late, true)
+	playStep(t, s, c, players, rng, late, steps)
+	checkAll(t, c, players, late, true)
 
 	// Redis back, empty: the processor rebuilds the boards, reads return to it.
 	if err := srv.Start(context.Background()); err != nil {
@@ -357,11 +365,11 @@ func TestStreaksFollowTheModel(t *testing.T) {
 		return !top.Degraded
 	})
 	waitIdle(t, s)
-	checkAll(t, s, c, players, late, false)
+	checkAll(t, c, players, late, false)
 	// A day and a half later most streaks broke; the boards drop them.
 	later := late.Add(36 * time.Hour)
 	s.Clock().Set(later)
-	checkAll(t, s, c, players, later, false)
+	checkAll(t, c, players, later, false)
 }
 
 func setRegion(t *testing.T, c *apitest.Client, p *mplayer) {
@@ -375,7 +383,7 @@ func setRegion(t *testing.T, c *apitest.Client, p *mplayer) {
 
 // playStep lets every player play with their rate, concurrently, and
 // applies each accepted activity to the model.
-func playStep(t *testing.T, c *apitest.Client, players []*mplayer, rng *rand.Rand, now time.Time, step int) int {
+func playStep(t *testing.T, s *stack.Stack, c *apitest.Client, players []*mplayer, rng *rand.Rand, now time.Time, step int) int {
 	t.Helper()
 	type act struct {
 		p       *mplayer
@@ -410,7 +418,9 @@ func playStep(t *testing.T, c *apitest.Client, players []*mplayer, rng *rand.Ran
 			defer func() { <-sem }()
 			for _, a := range list {
 				call := activityCall(p.id, a.key, a.typ, a.tz)
+				from := s.Clock().Now()
 				r, err := c.Try(call)
+				took := moment{from, s.Clock().Now()}
 				if err == nil && a.retry { // a client retry: same key, same answer, no second effect
 					var again apitest.Response
 					if again, err = c.Try(call); err == nil && (again.Status != r.Status || string(again.Body) != string(r.Body)) {
@@ -429,7 +439,7 @@ func playStep(t *testing.T, c *apitest.Client, players []*mplayer, rng *rand.Ran
 				}
 				r.JSON(t, &got)
 				mu.Lock()
-				day, pts := p.act(now, a.typ, a.tz)
+				day, pts := p.act(now, took, a.typ, a.tz)
 				mu.Unlock()
 				if got.ActivityDate != dateOf(day) || got.PointsAwarded != pts || got.TotalPoints != p.total || got.CurrentStreak != p.cur {
 					errc <- fmt.Errorf("activity %s (%s, zone %q) at %s: got %+v, model date %s points %d total %d streak %d",

@@ -68,7 +68,7 @@ func TestAnErasedPlayerLeavesNoTraceInTheStreakCache(t *testing.T) {
 	expect := func(when string, boards map[string]string) {
 		t.Helper()
 		for region, want := range boards {
-			if got := strings.Join(gotTop(t, c, region, 10, false), ", "); got != want {
+			if got := joined(gotTop(t, c, region, 10, false)); got != want {
 				t.Fatalf("top of %q %s: %q, want %q", region, when, got, want)
 			}
 		}

@@ -97,7 +97,9 @@ type Call struct {
 	Body   any    // encoded as JSON unless []byte or string
 	Header map[string]string
 	// As is the player whose token is sent ("" sends none); Service signs
-	// the request with the stack's credentials instead.
+	// the request with SigV4 instead, as the role the route declares: the
+	// game server (rallyserver) on a game route, the operator (rallylocal)
+	// on the others.
 	As      string
 	Service bool
 	// Token overrides the bearer token sent.
@@ -114,7 +116,8 @@ func (c *Client) Player(sub, method, path string, body any) Response {
 	return c.Do(Call{Method: method, Path: path, Body: body, As: sub})
 }
 
-// Service calls as a SigV4-signed service.
+// Service calls as a SigV4-signed service, in the role the route
+// declares.
 func (c *Client) Service(method, path string, body any) Response {
 	return c.Do(Call{Method: method, Path: path, Body: body, Service: true})
 }
@@ -181,7 +184,11 @@ func (c *Client) try(call Call) (Response, error) {
 	}
 	sign := call.Sign
 	if sign == nil && call.Service {
-		sign = stack.SignRequest
+		role := routes.Operator
+		if r, ok := Match(call.Method, call.Path); ok && r.Auth == routes.Service {
+			role = r.Role
+		}
+		sign = stack.SignRequestAsRole(role)
 	}
 	if sign != nil {
 		if err := sign(req, body); err != nil {

@@ -27,12 +27,22 @@ const (
 	MaxSkew = 5 * time.Minute
 )
 
-// UserARN is the local user whose long-term credentials the stack accepts
-// (RALLY_LOCAL_ACCESS_KEY_ID / RALLY_LOCAL_SECRET_ACCESS_KEY).
-const UserARN = "arn:aws:iam::" + AccountID + ":user/rallylocal"
+// User is a local IAM user with long-term credentials.
+type User struct {
+	// Name is the user's name, the end of its ARN.
+	Name                string
+	AccessKeyID, Secret string
+}
+
+// ARN is how the user's signatures are described to functions:
+// arn:aws:iam::ACCOUNT:user/NAME.
+func (u User) ARN() string { return UserARN(u.Name) }
+
+// UserARN is the ARN of the local user named name.
+func UserARN(name string) string { return "arn:aws:iam::" + AccountID + ":user/" + name }
 
 // IAM is IAM authorization for the service routes: a request must carry a
-// valid SigV4 signature made with a known access key: the local user's, or
+// valid SigV4 signature made with a known access key: a local user's, or
 // a role session's minted by AssumeRole (with its session token). Each is
 // described to the function as API Gateway describes it.
 type IAM struct {
@@ -50,20 +60,22 @@ type identity struct {
 	desc    events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription
 }
 
-// NewIAM accepts signatures made with accessKeyID/secret, the credentials
-// of the local user "rallylocal", and those of role sessions AssumeRole
-// mints.
-func NewIAM(accessKeyID, secret string) *IAM {
-	return &IAM{
-		keys: map[string]identity{accessKeyID: {secret: secret, desc: events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-			AccessKey: accessKeyID,
+// NewIAM accepts signatures made with the credentials of users, and
+// those of role sessions AssumeRole mints.
+func NewIAM(users ...User) *IAM {
+	a := &IAM{keys: map[string]identity{}, now: time.Now}
+	for _, u := range users {
+		sum := sha256.Sum256([]byte(u.ARN()))
+		id := "AIDA" + strings.ToUpper(hex.EncodeToString(sum[:8]))
+		a.keys[u.AccessKeyID] = identity{secret: u.Secret, desc: events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+			AccessKey: u.AccessKeyID,
 			AccountID: AccountID,
-			CallerID:  "AIDALOCALRALLYUSER01",
-			UserARN:   UserARN,
-			UserID:    "AIDALOCALRALLYUSER01",
-		}}},
-		now: time.Now,
+			CallerID:  id,
+			UserARN:   u.ARN(),
+			UserID:    id,
+		}}
 	}
+	return a
 }
 
 // RoleCredentials are a role session's temporary credentials, as STS

@@ -113,9 +113,10 @@ type Direct struct {
 	Secrets map[string]string
 	// AnalyticsDir receives the analytics export in place of Firehose.
 	AnalyticsDir string
-	// ServiceRoles are added to each RALLY_SERVICE_ROLES: the local
-	// callers the local stack admits besides the template's roles.
-	ServiceRoles []string
+	// Principals are the local callers of each role: each function's
+	// RALLY_SERVICE_ROLES admits those of the roles its routes admit,
+	// besides the template's roles.
+	Principals routes.Principals
 }
 
 // Environ implements Endpoints.
@@ -146,9 +147,7 @@ func (d Direct) Environ(fn template.Function) (map[string]string, error) {
 		delete(env, "RALLY_FIREHOSE_STREAM")
 		env["RALLY_ANALYTICS_DIR"] = d.AnalyticsDir
 	}
-	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(d.ServiceRoles) > 0 {
-		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), d.ServiceRoles...), ",")
-	}
+	admitLocal(env, fn, d.Principals)
 	return env, nil
 }
 
@@ -167,8 +166,8 @@ type Caller interface {
 // AccessDeniedException.
 type Checked struct {
 	AWS Caller
-	// ServiceRoles are added to each RALLY_SERVICE_ROLES, as in Direct.
-	ServiceRoles []string
+	// Principals are added to each RALLY_SERVICE_ROLES, as in Direct.
+	Principals routes.Principals
 }
 
 // Environ implements Endpoints.
@@ -177,10 +176,21 @@ func (c Checked) Environ(fn template.Function) (map[string]string, error) {
 	creds := c.AWS.AddCaller(fn.Name, fn.Statements)
 	env["AWS_ENDPOINT_URL"] = c.AWS.URL()
 	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
-	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(c.ServiceRoles) > 0 {
-		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), c.ServiceRoles...), ",")
-	}
+	admitLocal(env, fn, c.Principals)
 	return env, nil
+}
+
+// admitLocal adds to the template's allow-list of fn (RALLY_SERVICE_ROLES)
+// the local principals of the roles its routes admit: the local operator
+// on every service route, the local game server on the game routes alone.
+func admitLocal(env map[string]string, fn template.Function, local routes.Principals) {
+	roles, ok := env["RALLY_SERVICE_ROLES"]
+	if !ok {
+		return
+	}
+	if extra := local.Of(routes.AdmittedBy(routes.All(), fn.Name)); len(extra) > 0 {
+		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), extra...), ",")
+	}
 }
 
 // SecretValue is the local value of a template secret: the key of the
@@ -218,9 +228,9 @@ type Stack struct {
 	AnalyticsDir string `json:"analytics_dir"`
 	Region       string `json:"region"`
 	AccountID    string `json:"account_id"`
-	// ServiceRoles are the local callers admitted besides the template's
-	// roles.
-	ServiceRoles []string `json:"service_roles"`
+	// Principals are the local callers of each role, admitted besides
+	// the template's roles.
+	Principals routes.Principals `json:"principals"`
 	// PID is the local stack's process.
 	PID int `json:"pid"`
 }
@@ -269,7 +279,7 @@ func (s Stack) Endpoints(tpl *template.Template) Endpoints {
 	for _, sec := range tpl.Secrets(s.Local()) {
 		secrets[sec.ARN] = sec.Value
 	}
-	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, ServiceRoles: s.ServiceRoles}
+	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, Principals: s.Principals}
 }
 
 // Options configures a Set.

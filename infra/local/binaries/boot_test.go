@@ -37,11 +37,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const root = "../../.."
 
-// sampleRoles are the roles the service samples' callers assumed
-// (events/*.service.json and the service routes' samples).
-var sampleRoles = []string{
-	"arn:aws:iam::123456789012:role/rally-dev-game-server",
-	"arn:aws:iam::123456789012:role/rally-dev-operator",
+// samplePrincipals are the local principals of each role and the roles
+// the service samples' callers assumed (events/*.service.json and the
+// service routes' samples), each where its routes admit it.
+func samplePrincipals() routes.Principals {
+	p := stack.DefaultPrincipals()
+	p[routes.GameServer] = append(p[routes.GameServer], "arn:aws:iam::123456789012:role/rally-dev-game-server")
+	p[routes.Operator] = append(p[routes.Operator], "arn:aws:iam::123456789012:role/rally-dev-operator")
+	return p
 }
 
 // booted is a local stack serving every function of the template through
@@ -92,9 +95,9 @@ func boot(t *testing.T) *booted {
 	// its own credentials and its role's statements: a call a role does
 	// not allow fails its sample here (AccessDeniedException).
 	b.stack = stacktest.Start(t, stack.Options{
-		ServiceRoles: append(slices.Clone(stack.DefaultServiceRoles), sampleRoles...),
-		Binaries:     &stack.Binaries{Template: b.tpl, Built: b.bins, Instances: instances},
-		Log:          b.log,
+		Principals: samplePrincipals(),
+		Binaries:   &stack.Binaries{Template: b.tpl, Built: b.bins, Instances: instances},
+		Log:        b.log,
 	})
 	fns, err := b.tpl.Functions(b.stack.Endpoints().Local())
 	if err != nil {
@@ -276,7 +279,7 @@ func brokenEnvironments(t *testing.T, b *booted) {
 	local := b.stack.Endpoints()
 	// As the stack runs them: through the local AWS endpoint, each call
 	// checked against the function's statements.
-	endpoints := binaries.Checked{AWS: b.stack.AWS(), ServiceRoles: local.ServiceRoles}
+	endpoints := binaries.Checked{AWS: b.stack.AWS(), Principals: local.Principals}
 	newSet := func(fn template.Function) *binaries.Set {
 		set, err := binaries.NewSet(binaries.Options{
 			Functions: []template.Function{fn}, Binaries: b.bins, Endpoints: endpoints,

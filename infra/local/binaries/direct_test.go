@@ -6,6 +6,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/binaries"
 	"github.com/rallyhq/rally/infra/local/template"
+	"github.com/rallyhq/rally/shared/routes"
 )
 
 func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
@@ -13,7 +14,10 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 	d := binaries.Direct{
 		DynamoDB: "http://127.0.0.1:8000", Lambda: "http://localhost:3000",
 		Secrets: map[string]string{secret: "cursor-key"}, AnalyticsDir: "/tmp/analytics",
-		ServiceRoles: []string{"arn:aws:iam::000000000000:user/rallylocal"},
+		Principals: routes.Principals{
+			routes.GameServer: {"arn:aws:iam::000000000000:user/rallyserver"},
+			routes.Operator:   {"arn:aws:iam::000000000000:user/rallylocal"},
+		},
 	}
 	const logKey = "arn:aws:secretsmanager:us-east-1:000000000000:secret:Rally-dev-Functions-LogKeySecret"
 	d.Secrets[logKey] = "log-key"
@@ -36,7 +40,8 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 		"RALLY_LOG_KEY":                     "log-key",
 		"RALLY_ANALYTICS_DIR":               "/tmp/analytics",
 		"RALLY_TABLE_REACTIONS":             "Reactions",
-		"RALLY_SERVICE_ROLES":               "arn:aws:iam::000000000000:role/rally-dev-operator,arn:aws:iam::000000000000:user/rallylocal",
+		// list-favorites serves players alone: no local caller joins.
+		"RALLY_SERVICE_ROLES": "arn:aws:iam::000000000000:role/rally-dev-operator",
 	} {
 		if env[k] != want {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
@@ -49,6 +54,22 @@ func TestDirectPointsAFunctionAtTheLocalStack(t *testing.T) {
 	}
 	if fn.Env["RALLY_SECRET_ARN"] != secret {
 		t.Error("Environ changed the template's environment")
+	}
+
+	// The local callers of the roles a function's routes admit join its
+	// allow-list: the game server on a game route, the operator alone on
+	// an operations route.
+	for name, want := range map[string]string{
+		"put-game":  "arn:aws:iam::000000000000:role/rally-dev-operator,arn:aws:iam::000000000000:user/rallyserver,arn:aws:iam::000000000000:user/rallylocal",
+		"start-job": "arn:aws:iam::000000000000:role/rally-dev-operator,arn:aws:iam::000000000000:user/rallylocal",
+	} {
+		env, err := d.Environ(template.Function{Name: name, Env: map[string]string{"RALLY_SERVICE_ROLES": "arn:aws:iam::000000000000:role/rally-dev-operator"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env["RALLY_SERVICE_ROLES"] != want {
+			t.Errorf("%s: RALLY_SERVICE_ROLES=%q, want %q", name, env["RALLY_SERVICE_ROLES"], want)
+		}
 	}
 
 	fn.Env["RALLY_SECRET_ARN"] = "arn:aws:secretsmanager:us-east-1:000000000000:secret:Other"

@@ -155,8 +155,10 @@ var contentTypes = map[string]string{
 	".png":  "image/png",
 }
 
-// serviceRoute is a service route as the page lists it.
-type serviceRoute struct{ Method, Path, Summary string }
+// serviceRoute is a service route as the page lists it, with the local
+// user who may call it: rallyserver, the game server, on a game route;
+// rallylocal, the operator, on the others.
+type serviceRoute struct{ Method, Path, Summary, Signer string }
 
 func renderPage() ([]byte, error) {
 	tmpl, err := template.ParseFS(own, "page.html")
@@ -166,7 +168,11 @@ func renderPage() ([]byte, error) {
 	var service []serviceRoute
 	for _, r := range routes.All() {
 		if r.Auth == routes.Service {
-			service = append(service, serviceRoute{r.Method, r.Path, r.Summary})
+			signer := "rallylocal (operator)"
+			if r.Admits(routes.GameServer) {
+				signer = "rallyserver (game server) or rallylocal"
+			}
+			service = append(service, serviceRoute{r.Method, r.Path, r.Summary, signer})
 		}
 	}
 	var buf bytes.Buffer

@@ -104,6 +104,15 @@ func TestThePageListsTheServiceRoutesABrowserCannotSign(t *testing.T) {
 		if want := r.Auth == routes.Service; listed != want {
 			t.Errorf("%s (%s route): listed among the service routes = %v", r.Key(), r.Auth, listed)
 		}
+		// Who may sign it: the game server only on a game route.
+		signer := "rallylocal (operator)"
+		if r.Admits(routes.GameServer) {
+			signer = "rallyserver (game server) or rallylocal"
+		}
+		line := "<code>" + html.EscapeString(r.Method+" "+r.Path) + "</code> " + html.EscapeString(r.Summary) + " — " + signer
+		if r.Auth == routes.Service && !strings.Contains(page, line) {
+			t.Errorf("%s: the page does not say who may sign it (%q)", r.Key(), line)
+		}
 	}
 	if !strings.Contains(page, "--aws-sigv4") {
 		t.Error("the page does not show how to sign a service route")

@@ -39,6 +39,10 @@ type Route struct {
 	// Handler serves the route; nil answers 500, as API Gateway does when
 	// its integration has no function behind it.
 	Handler api.Handler
+	// ServiceRoles are the principals the handler admits on a service
+	// route (RALLY_SERVICE_ROLES): a request from any other caller goes
+	// to the handler unvalidated, to be refused there.
+	ServiceRoles api.ServiceRoles
 }
 
 // Options configures a Gateway.
@@ -60,10 +64,6 @@ type Options struct {
 	// handler would give, and logged as a contract mismatch. API Gateway
 	// does not do this; it keeps the document and the handlers honest.
 	ValidateRequests bool
-	// ServiceRoles are the principals the handlers admit on service
-	// routes (RALLY_SERVICE_ROLES): a request from any other caller goes
-	// to its handler unchecked, to be refused 403 as before.
-	ServiceRoles api.ServiceRoles
 	// Log receives handler failures; nil discards them.
 	Log *slog.Logger
 	// CORS, when set, answers preflights and adds CORS headers to the
@@ -307,7 +307,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := g.event(r, c.route.Route, params, body, requestID, desc)
-	if g.opts.ValidateRequests && g.admits(c.route.Route, ev) {
+	if g.opts.ValidateRequests && admits(c.route, ev) {
 		if err := openapi.ValidateRequest(r.Context(), c.route.Method, c.route.Path, ev); err != nil {
 			g.mismatch(w, c.route, ev, err)
 			return
@@ -332,8 +332,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // allow-list. A caller it refuses (403) is refused before anything is read
 // from the request, so such a request goes to the handler unchecked and
 // is answered exactly as without the check.
-func (g *Gateway) admits(r routes.Route, ev events.APIGatewayV2HTTPRequest) bool {
-	req := &api.Request{Event: ev, ServiceRoles: g.opts.ServiceRoles}
+func admits(r Route, ev events.APIGatewayV2HTTPRequest) bool {
+	req := &api.Request{Event: ev, ServiceRoles: r.ServiceRoles}
 	var err error
 	if r.Auth == routes.Service {
 		_, err = req.Service()

@@ -76,7 +76,7 @@ func newFixtureWith(t *testing.T, opts gateway.Options) *fixture {
 	opts.Routes = rs
 	opts.Authorizers = map[routes.Auth]authorizer.Authorizer{
 		routes.Player:  j,
-		routes.Service: authorizer.NewIAM(accessKey, secret),
+		routes.Service: authorizer.NewIAM(authorizer.User{Name: "rallylocal", AccessKeyID: accessKey, Secret: secret}),
 	}
 	g, err := gateway.New(opts)
 	if err != nil {

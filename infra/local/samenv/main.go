@@ -144,7 +144,8 @@ func Env(fn Function, local Local) (map[string]string, error) {
 			out[name] = "" // events are written as Parquet files instead
 			out[analyticsDirVar] = "/tmp/rally-analytics"
 		case name == "RALLY_SERVICE_ROLES":
-			out[name] = strings.Join(stack.DefaultServiceRoles, ",")
+			// The local principals of the roles its routes admit.
+			out[name] = strings.Join(stack.DefaultPrincipals().Of(routes.AdmittedBy(routes.All(), fn.Name)), ",")
 		case isLiteral:
 			out[name] = literal
 		default:

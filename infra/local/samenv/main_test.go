@@ -128,8 +128,14 @@ func TestEveryFunctionGetsItsTemplateEnvironmentWithLocalValues(t *testing.T) {
 		if uses.Redis && (env["RALLY_REDIS_URL"] != testLocal.Redis || env["RALLY_REDIS_CLUSTER"] != "false") {
 			t.Errorf("%s: redis %q cluster %q", name, env["RALLY_REDIS_URL"], env["RALLY_REDIS_CLUSTER"])
 		}
-		if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && roles != strings.Join(stack.DefaultServiceRoles, ",") {
-			t.Errorf("%s: RALLY_SERVICE_ROLES %q", name, roles)
+		// The local operator everywhere, the local game server on the
+		// game routes alone.
+		want := []string{stack.OperatorUser, stack.OperatorRole}
+		if slices.Contains(routes.AdmittedBy(routes.All(), name), routes.GameServer) {
+			want = []string{stack.GameServerUser, stack.GameServerRole, stack.OperatorUser, stack.OperatorRole}
+		}
+		if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && roles != strings.Join(want, ",") {
+			t.Errorf("%s: RALLY_SERVICE_ROLES %q, want %q", name, roles, strings.Join(want, ","))
 		}
 		known := append(uses.Tables(), sources(name)...)
 		for v := range env {

@@ -145,3 +145,66 @@ func TestARequestTheDocumentRefusesButItsHandlerServesIsAMismatch(t *testing.T) 
 		t.Errorf("the same requests were rechecked twice: %+v", again)
 	}
 }
+
+// A key given twice in a body is refused on every kind of route, 400
+// application/problem+json naming it, and writes nothing: the handler
+// would otherwise act on one of the two values, and the caller may have
+// meant the other. As in AWS (nothing validates requests there) and with
+// the local gateway's validation.
+func TestARepeatedKeyIsRefusedAndWritesNothing(t *testing.T) {
+	repeated := []struct {
+		call  apitest.Call
+		field string
+	}{
+		{apitest.Call{Method: "PUT", Path: "/v1/games/dup-game", Service: true, Body: `{"title":"Space Race","title":"Moon Race"}`}, "title"},
+		{apitest.Call{Method: "PUT", Path: "/v1/leaderboards/dup-board", Service: true,
+			Body: `{"title":"Wins","policy":"best","scope":{"game":"g1","game":"g2"}}`}, "scope.game"},
+		{apitest.Call{Method: "PUT", Path: "/v1/players/alice/friends", Service: true, Body: `{"friend_ids":["bob"],"friend_ids":[]}`}, "friend_ids"},
+		{apitest.Call{Method: "POST", Path: "/v1/ops/activity", Service: true, Header: map[string]string{"Idempotency-Key": "dup-1"},
+			Body: `{"user_id":"alice","event_type":"MATCH_WON","source":"console","user_id":"bob"}`}, "user_id"},
+		{apitest.Call{Method: "POST", Path: "/v1/activity", As: "alice", Header: map[string]string{"Idempotency-Key": "dup-2"},
+			Body: `{"event_type":"DAILY_OPEN","source":"mobile_app","event_type":"DAILY_OPEN"}`}, "event_type"},
+		{apitest.Call{Method: "POST", Path: "/v1/ops/jobs", Service: true, Body: `{"kind":"rebuild","target":"all","kind":"reconcile"}`}, "kind"},
+	}
+	for name, opts := range map[string]stack.Options{"as in AWS": {SkipRequestValidation: true}, "validated": {}} {
+		t.Run(name, func(t *testing.T) {
+			s := stacktest.Start(t, opts)
+			c := apitest.New(t, s)
+			for _, tc := range repeated {
+				var p problem
+				r := c.Do(tc.call).Expect(t, 400)
+				if ct := r.Header.Get("Content-Type"); ct != api.ProblemContentType {
+					t.Fatalf("%s: content type %q", r.Request, ct)
+				}
+				r.JSON(t, &p)
+				if !slices.Contains(p.fields(), tc.field) {
+					t.Errorf("%s: the refusal names %v, want %s", r.Request, p.fields(), tc.field)
+				}
+			}
+			for _, table := range schema.Tables() {
+				items, err := s.DB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(s.Tables().Of(table)), Limit: aws.Int32(1)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(items.Items) > 0 {
+					t.Errorf("the refused requests wrote to %s: %v", table.Name, items.Items[0])
+				}
+			}
+			// A score needs a board: its repeated score is refused and the
+			// player is on no board; the key a refusal named is still free.
+			c.Service("PUT", "/v1/leaderboards/dup-scores", map[string]any{"title": "Wins", "policy": "best"}).Expect(t, 201)
+			var p problem
+			c.Do(apitest.Call{Method: "POST", Path: "/v1/leaderboards/dup-scores/scores", Service: true,
+				Body: `{"player_id":"alice","match_id":"m1","score":5,"score":500}`}).Expect(t, 400).JSON(t, &p)
+			if !slices.Contains(p.fields(), "score") {
+				t.Errorf("a repeated score: the refusal names %v", p.fields())
+			}
+			c.Player("alice", "GET", "/v1/leaderboards/dup-scores/players/alice/rank", nil).Expect(t, 404)
+			first := c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: "alice", Header: map[string]string{"Idempotency-Key": "dup-2"},
+				Body: map[string]any{"event_type": "DAILY_OPEN", "source": "mobile_app"}}).Expect(t, 200)
+			if first.Header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("the first accepted activity under a key a refusal used was answered as a replay")
+			}
+		})
+	}
+}

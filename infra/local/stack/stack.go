@@ -55,29 +55,49 @@ import (
 	"github.com/rallyhq/rally/shared/streams"
 )
 
-// Local credentials, audience and region.
+// Local credentials, audience and region. Two local users sign service
+// routes: rallylocal as the operator (every service route) and
+// rallyserver as the game server (the game routes).
 const (
 	AccessKeyEnv     = "RALLY_LOCAL_ACCESS_KEY_ID"
 	SecretKeyEnv     = "RALLY_LOCAL_SECRET_ACCESS_KEY"
 	DefaultAccessKey = "rallylocal"
 	DefaultSecretKey = "rallylocalsecret"
-	Audience         = "rally-local"
-	Region           = authorizer.Region
+
+	ServerAccessKeyEnv     = "RALLY_LOCAL_SERVER_ACCESS_KEY_ID"
+	ServerSecretKeyEnv     = "RALLY_LOCAL_SERVER_SECRET_ACCESS_KEY"
+	DefaultServerAccessKey = "rallyserver"
+	DefaultServerSecretKey = "rallyserversecret"
+
+	Audience = "rally-local"
+	Region   = authorizer.Region
 )
 
-// Local service roles: what the local stack's service routes admit by
-// default besides the local user. Sessions of them come from
+// The local users, by the role each acts as.
+var (
+	OperatorUser   = authorizer.UserARN("rallylocal")
+	GameServerUser = authorizer.UserARN("rallyserver")
+)
+
+// Local service roles, as a deployment's rally-<stage>-game-server and
+// rally-<stage>-operator. Sessions of them come from
 // POST /_local/assume-role (or Stack.AssumeRole).
 const (
 	GameServerRole = "arn:aws:iam::" + authorizer.AccountID + ":role/rally-local-game-server"
 	OperatorRole   = "arn:aws:iam::" + authorizer.AccountID + ":role/rally-local-operator"
 )
 
-// DefaultServiceRoles is the local allow-list of service callers: the
-// local user (whose keys sign `curl --aws-sigv4` and the redrive CLI) and
-// the two local roles, as a deployment allows its game-server and operator
-// roles.
-var DefaultServiceRoles = []string{authorizer.UserARN, GameServerRole, OperatorRole}
+// DefaultPrincipals says who acts as each role locally: the game server is
+// the user rallyserver and the role rally-local-game-server, the operator
+// the user rallylocal (whose keys sign `curl --aws-sigv4` and the redrive
+// CLI) and the role rally-local-operator. A service route admits the
+// principals of the roles it declares, as a deployment's functions do.
+func DefaultPrincipals() routes.Principals {
+	return routes.Principals{
+		routes.GameServer: {GameServerUser, GameServerRole},
+		routes.Operator:   {OperatorUser, OperatorRole},
+	}
+}
 
 // Options configures Start. The zero value is `make dev`'s defaults except
 // for the port (0 picks a free one).
@@ -101,13 +121,17 @@ type Options struct {
 	// with TablePrefix.
 	Tables      schema.Names
 	TablePrefix string
-	// AccessKeyID and SecretAccessKey are the credentials service routes
-	// must be signed with (default from RALLY_LOCAL_* or rallylocal /
-	// rallylocalsecret).
-	AccessKeyID, SecretAccessKey string
-	// ServiceRoles are the principals allowed to call service routes
-	// (RALLY_SERVICE_ROLES in AWS); nil is DefaultServiceRoles.
-	ServiceRoles []string
+	// AccessKeyID and SecretAccessKey are the operator user's credentials
+	// (default from RALLY_LOCAL_ACCESS_KEY_ID / _SECRET_ACCESS_KEY, or
+	// rallylocal / rallylocalsecret); ServerAccessKeyID and
+	// ServerSecretAccessKey the game server user's (default from
+	// RALLY_LOCAL_SERVER_*, or rallyserver / rallyserversecret).
+	AccessKeyID, SecretAccessKey             string
+	ServerAccessKeyID, ServerSecretAccessKey string
+	// Principals says who acts as each role: a service route admits the
+	// principals of the roles it declares (RALLY_SERVICE_ROLES in AWS);
+	// nil is DefaultPrincipals.
+	Principals routes.Principals
 	// CORSOrigins are the web origins browsers may call the API from
 	// (exact, "*", or scheme://host:* for any port); nil is
 	// gateway.DefaultCORSOrigins (this machine's http://localhost and
@@ -244,6 +268,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.SecretAccessKey == "" {
 		opts.SecretAccessKey = envOr(SecretKeyEnv, DefaultSecretKey)
 	}
+	if opts.ServerAccessKeyID == "" {
+		opts.ServerAccessKeyID = envOr(ServerAccessKeyEnv, DefaultServerAccessKey)
+	}
+	if opts.ServerSecretAccessKey == "" {
+		opts.ServerSecretAccessKey = envOr(ServerSecretKeyEnv, DefaultServerSecretKey)
+	}
+	if opts.Principals == nil {
+		opts.Principals = DefaultPrincipals()
+	}
 	// The stack's own lines (requests, pollers) hash user ids as the
 	// handlers' do, under the same key.
 	s := &Stack{opts: opts, stateDir: opts.StateDir, clock: clock.NewSettable(),
@@ -284,7 +317,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		<-ddbDone
 		return nil, jwtErr
 	}
-	s.iam = authorizer.NewIAM(opts.AccessKeyID, opts.SecretAccessKey)
+	s.iam = authorizer.NewIAM(
+		authorizer.User{Name: "rallylocal", AccessKeyID: opts.AccessKeyID, Secret: opts.SecretAccessKey},
+		authorizer.User{Name: "rallyserver", AccessKeyID: opts.ServerAccessKeyID, Secret: opts.ServerSecretAccessKey},
+	)
 	if err := s.startRedis(); err != nil {
 		<-ddbDone
 		return nil, err
@@ -373,13 +409,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // runs and served at GET /_local/endpoints.
 func (s *Stack) Endpoints() binaries.Stack {
 	analytics, _ := filepath.Abs(filepath.Join(s.stateDir, "analytics"))
-	roles := s.opts.ServiceRoles
-	if roles == nil {
-		roles = DefaultServiceRoles
-	}
 	return binaries.Stack{
 		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics,
-		Region: Region, AccountID: authorizer.AccountID, ServiceRoles: roles, PID: os.Getpid(),
+		Region: Region, AccountID: authorizer.AccountID, Principals: s.opts.Principals, PID: os.Getpid(),
 	}
 }
 
@@ -453,10 +485,10 @@ func (s *Stack) config() (config.Config, error) {
 	// The secrets' keys are the local ones (or those the environment
 	// gives), never read from Secrets Manager.
 	cfg.SecretARN, cfg.LogKeyARN, cfg.ErasureKeyARN = "", "", ""
-	cfg.ServiceRoles = s.opts.ServiceRoles
-	if cfg.ServiceRoles == nil {
-		cfg.ServiceRoles = DefaultServiceRoles
-	}
+	// One configuration serves every function: each route admits its
+	// roles' principals (config.ServiceRolesOf).
+	cfg.ServiceRoles = nil
+	cfg.Principals = s.opts.Principals
 	if cfg.CursorKey == "" {
 		cfg.CursorKey = routes.CursorKey.Local
 	}
@@ -480,7 +512,7 @@ func (s *Stack) config() (config.Config, error) {
 func (s *Stack) gateway() (*gateway.Gateway, error) {
 	var rs []gateway.Route
 	for _, r := range routes.All() {
-		gr := gateway.Route{Route: r}
+		gr := gateway.Route{Route: r, ServiceRoles: s.deps.Config.ServiceRolesOf(r)}
 		if p, ok := s.pool(r.Function); ok {
 			gr.Handler = binaries.HTTP(p)
 		} else if h, ok := s.opts.Handlers[r.Function]; ok {
@@ -499,7 +531,6 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 			routes.Service: s.iam,
 		},
 		ValidateRequests: !s.opts.SkipRequestValidation,
-		ServiceRoles:     s.deps.Config.ServiceRoles,
 		Log:              s.log,
 		CORS:             s.cors,
 	})
@@ -606,7 +637,7 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 		}
 	}
 	if s.binaries, err = binaries.NewSet(binaries.Options{
-		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, ServiceRoles: local.ServiceRoles},
+		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, Principals: local.Principals},
 		Region: Region, AccountID: authorizer.AccountID, MaxInstances: b.Instances, Log: s.opts.Log,
 	}); err != nil {
 		return fmt.Errorf("stack: %w", err)
@@ -736,11 +767,29 @@ func (s *Stack) Token(sub string) (string, error) {
 	return tok, err
 }
 
-// SignRequest signs req with SigV4 for a service route, using the local
-// credentials (RALLY_LOCAL_ACCESS_KEY_ID / RALLY_LOCAL_SECRET_ACCESS_KEY,
-// default rallylocal / rallylocalsecret); body must be what will be sent.
+// SignRequest signs req with SigV4 for a service route as the operator,
+// who may call every one: with the local operator's credentials
+// (RALLY_LOCAL_ACCESS_KEY_ID / RALLY_LOCAL_SECRET_ACCESS_KEY, default
+// rallylocal / rallylocalsecret); body must be what will be sent.
 func SignRequest(req *http.Request, body []byte) error {
 	return authorizer.Sign(req, body, envOr(AccessKeyEnv, DefaultAccessKey), envOr(SecretKeyEnv, DefaultSecretKey), time.Now())
+}
+
+// SignRequestAsGameServer signs req with SigV4 as the game server, who may
+// call the game routes alone: with the local game server's credentials
+// (RALLY_LOCAL_SERVER_ACCESS_KEY_ID / RALLY_LOCAL_SERVER_SECRET_ACCESS_KEY,
+// default rallyserver / rallyserversecret).
+func SignRequestAsGameServer(req *http.Request, body []byte) error {
+	return authorizer.Sign(req, body, envOr(ServerAccessKeyEnv, DefaultServerAccessKey), envOr(ServerSecretKeyEnv, DefaultServerSecretKey), time.Now())
+}
+
+// SignRequestAsRole signs req with SigV4 as role, with the local user
+// acting as it (rallyserver or rallylocal).
+func SignRequestAsRole(role routes.Role) func(*http.Request, []byte) error {
+	if role == routes.GameServer {
+		return SignRequestAsGameServer
+	}
+	return SignRequest
 }
 
 // AssumeRole mints a one-hour session of role, as POST /_local/assume-role

@@ -445,18 +445,24 @@ func TestLocalEndpointsAnswerOnlyLoopbackHosts(t *testing.T) {
 
 // IAM lets in any principal of the account allowed to invoke the API;
 // Rally's service routes answer only the roles on the deployment's
-// allow-list. Locally a role session comes from /_local/assume-role and is
-// described to the function as AWS describes it (an assumed-role ARN).
+// allow-list, each route those it admits. Locally a role session comes
+// from /_local/assume-role and is described to the function as AWS
+// describes it (an assumed-role ARN).
 func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
 	s := stacktest.Start(t, stack.Options{})
 	c := client{t, s.URL()}
-	call := func(creds authorizer.RoleCredentials) (int, string) {
+	call := func(creds authorizer.RoleCredentials, route ...string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", s.URL()+"/v1/ops/health", nil)
+		method, path, body := "GET", "/v1/ops/health", ""
+		if len(route) == 3 {
+			method, path, body = route[0], route[1], route[2]
+		}
+		req, err := http.NewRequest(method, s.URL()+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := stack.SignRequestAs(creds)(req, nil); err != nil {
+		req.Header.Set("Content-Type", "application/json")
+		if err := stack.SignRequestAs(creds)(req, []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -475,10 +481,15 @@ func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
 		}
 		return creds
 	}
-	for _, role := range []string{stack.GameServerRole, stack.OperatorRole} {
-		if status, body := call(assume(role)); status != 200 {
-			t.Errorf("a session of %s, on the allow-list: %d %s", role, status, body)
-		}
+	if status, body := call(assume(stack.OperatorRole)); status != 200 {
+		t.Errorf("a session of the operator role, on the allow-list: %d %s", status, body)
+	}
+	game := assume(stack.GameServerRole)
+	if status, body := call(game, "PUT", "/v1/games/g1", `{"title":"Space Race"}`); status != 200 {
+		t.Errorf("a session of the game-server role on a game route: %d %s", status, body)
+	}
+	if status, body := call(game); status != 403 || !strings.Contains(body, "allow-list") {
+		t.Errorf("a session of the game-server role on an operator's route: %d %s, want 403", status, body)
 	}
 	intruder := assume("arn:aws:iam::" + authorizer.AccountID + ":role/Admin")
 	if status, body := call(intruder); status != 403 || !strings.Contains(body, "allow-list") {
@@ -492,7 +503,7 @@ func TestServiceRoutesAnswerOnlyAllowListedRoles(t *testing.T) {
 	}
 	c.json("POST", "/_local/assume-role", "", map[string]string{"role_arn": "arn:aws:iam::123456789012:role/rally-local-operator"}, 400, nil)
 
-	narrow := stacktest.Start(t, stack.Options{ServiceRoles: []string{stack.OperatorRole}})
+	narrow := stacktest.Start(t, stack.Options{Principals: routes.Principals{routes.Operator: {stack.OperatorRole}}})
 	req, err := http.NewRequest("GET", narrow.URL()+"/v1/ops/health", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,8 @@ var Erasure = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Hand
 }}
 
 // ErasureJob is the job behind the erasure processor, with every feature's
-// part in the order they are erased: the profile (with any analytics
+// part in the order they are erased: the dead-letter archive first (it
+// gates the rest), the profile (with any analytics
 // secret a deployment still keeps there) and then the analytics secret
 // last, so events shipped meanwhile still carry the user's pseudonym.
 func ErasureJob(d *app.Deps) *privacy.Job {
@@ -50,6 +51,7 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 	return &privacy.Job{
 		Records: privacybind.Records(d),
 		Parts: []privacy.Part{
+			deadlettersbind.Eraser(d),
 			reactionsbind.Eraser(d, awaits),
 			leaderboardsbind.Eraser(d),
 			streaksbind.Eraser(d),
@@ -58,6 +60,8 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			&accounts.Eraser{Store: d.Accounts()},
 			playersbind.Eraser(d),
 			analyticsbind.Eraser(d),
+			// Once more: a batch parked while the others were erased.
+			deadlettersbind.Eraser(d),
 		},
 		Clock:   d.Clock,
 		Log:     d.Log,

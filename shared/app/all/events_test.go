@@ -78,8 +78,12 @@ func newDepsAt(t *testing.T, clk clock.Clock) served {
 		// The samples' erasure hashes are made under the local erasure key
 		// (events/erasure-processor.json is alice's).
 		ErasureKey: routes.ErasureKey.Local,
-		// The roles the samples' service callers assumed (events/*.json).
-		ServiceRoles: []string{"arn:aws:iam::123456789012:role/rally-dev-game-server", "arn:aws:iam::123456789012:role/rally-dev-operator"},
+		// The roles the samples' service callers assumed (events/*.json),
+		// each admitted where its routes admit it, as in a deployment.
+		Principals: routes.Principals{
+			routes.GameServer: {"arn:aws:iam::123456789012:role/rally-dev-game-server"},
+			routes.Operator:   {"arn:aws:iam::123456789012:role/rally-dev-operator"},
+		},
 	}, app.Options{Clock: clk, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)

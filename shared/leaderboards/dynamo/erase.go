@@ -44,7 +44,7 @@ func (s *Scores) ErasePlayer(ctx context.Context, player string, boards []string
 		return nil, err
 	}
 	for _, bp := range periods {
-		if err := s.eraseScore(ctx, bp, player); err != nil {
+		if err := s.eraseScore(ctx, bp, player, true); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +80,7 @@ func (s *Scores) RemovePlayer(ctx context.Context, d leaderboards.Definition, pl
 		return nil, err
 	}
 	for _, bp := range periods {
-		if err := s.eraseScore(ctx, bp, player); err != nil {
+		if err := s.eraseScore(ctx, bp, player, false); err != nil {
 			return nil, err
 		}
 	}
@@ -228,8 +228,9 @@ func (s *Scores) matchedPeriods(ctx context.Context, board, player string, into 
 // eraseScore deletes the player's score in one board period and takes one
 // member off the period's count, in one transaction; a banned score is out
 // of the count already, so it is simply deleted. A score already gone
-// (erased by an earlier run) changes nothing.
-func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, player string) error {
+// (erased by an earlier run) changes nothing. With hold (an erasure), the
+// histogram marker is held first (see holdMarker).
+func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, player string, hold bool) error {
 	key := s.key(bp.Board, bp.Period, player)
 	oneLess := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(-1))))
 	what := fmt.Sprintf("erase a score in %s/%s", bp.Board, bp.Period)
@@ -240,6 +241,11 @@ func (s *Scores) eraseScore(ctx context.Context, bp leaderboards.BoardPeriod, pl
 		it, err := s.item(ctx, bp.Board, bp.Period, player)
 		if err != nil || it == nil {
 			return err
+		}
+		if hold {
+			if err := s.holdMarker(ctx, bp, player); err != nil {
+				return err
+			}
 		}
 		// Either way the delete is conditioned on the state read: a ban or
 		// an unban in between makes it read again.
@@ -296,4 +302,48 @@ func (s *Scores) eraseMatches(ctx context.Context, board, player string) error {
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// holdMarker gives the player's histogram marker in bp a placeholder
+// (version 0, counting nothing) when there is none: the processor's
+// counting of the score's deletion removes it, together with anything an
+// older record counts meanwhile. An erasure waits for the player's markers
+// to be gone (HistogramMarks), so it cannot complete while a deletion is
+// still on its way through the stream, or parked: were it dropped from
+// the archive after the erasure, the marker would name the player for
+// good.
+func (s *Scores) holdMarker(ctx context.Context, bp leaderboards.BoardPeriod, player string) error {
+	if s.Counters == "" {
+		return nil
+	}
+	item := s.markerKey(bp.Board, bp.Period, player)
+	item[schema.AttrVer], item[attrHeld] = ddb.N(0), &types.AttributeValueMemberBOOL{Value: true}
+	cond := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.Name(schema.AttrPK).AttributeNotExists()))
+	_, err := s.DB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.Counters), Item: item, ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return unavailable(err, fmt.Sprintf("hold a histogram marker in %s/%s", bp.Board, bp.Period))
+	}
+	return nil
+}
+
+// HistogramMarks is how many histogram markers name the player: none once
+// the processor has counted every deletion of theirs.
+func (s *Scores) HistogramMarks(ctx context.Context, player string) (int, error) {
+	if s.Counters == "" {
+		return 0, nil
+	}
+	in := ddb.QueryInput(s.Counters, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(schema.AttrPK).Equal(expression.Value(schema.CountersHistogramMarkPrefix+player)))))
+	in.ConsistentRead, in.Select = aws.Bool(true), types.SelectCount
+	n := 0
+	for pages := dynamodb.NewQueryPaginator(s.DB, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return 0, unavailable(err, "read the player's histogram markers")
+		}
+		n += int(page.Count)
+	}
+	return n, nil
 }

@@ -100,7 +100,12 @@ func (s *Scores) markerKey(board, period, player string) map[string]types.Attrib
 type marker struct {
 	Ver    int64 `dynamodbav:"ver"`
 	Bucket int   `dynamodbav:"bucket"`
+	// Held is an erasure's placeholder (version 0): it counts nothing,
+	// and the counting of the score's deletion removes it.
+	Held bool `dynamodbav:"held,omitempty"`
 }
+
+const attrHeld = "held"
 
 // Histogram is a board period's count of scores per bucket.
 type Histogram struct {
@@ -119,16 +124,6 @@ func (h Histogram) Place(o leaderboards.Order, score int64) (better, own int64) 
 		}
 	}
 	return better, h.Counts[b]
-}
-
-// HistogramOf computes the histogram of scores, as Tally keeps it.
-func HistogramOf(scores []leaderboards.Score) Histogram {
-	h := Histogram{Counts: map[int]int64{}}
-	for _, sc := range scores {
-		h.Counts[Bucket(sc.Score)]++
-		h.Total++
-	}
-	return h
 }
 
 // tallyChunk is how many players one histogram transaction moves: each
@@ -225,7 +220,9 @@ func (s *Scores) tallyItems(board, period string, scores []leaderboards.Score, c
 		as := expression.Name(schema.AttrPK).AttributeNotExists()
 		if ok {
 			as = expression.Name(schema.AttrVer).Equal(expression.Value(m.Ver))
-			deltas[m.Bucket]--
+			if !m.Held {
+				deltas[m.Bucket]--
+			}
 		}
 		cond := ddb.MustBuild(expression.NewBuilder().WithCondition(as))
 		if sc.Removed {

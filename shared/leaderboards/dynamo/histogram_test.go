@@ -26,8 +26,9 @@ import (
 )
 
 // Buckets follow the scores (a better score is never in a worse bucket),
-// small magnitudes are exact, and every score up to ±2^53 fits in the
-// bounded number of buckets the histogram's items hold.
+// small magnitudes are exact, every score up to ±2^53 fits in the
+// bounded number of buckets the histogram's items hold, and each score is
+// in the bucket the stored format numbers it.
 func TestBucketsFollowTheScores(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	draw := func() int64 {
@@ -47,6 +48,18 @@ func TestBucketsFollowTheScores(t *testing.T) {
 		}
 		if dynamo.Bucket(a) > dynamo.Bucket(b) {
 			t.Fatalf("Bucket(%d) = %d > Bucket(%d) = %d", a, dynamo.Bucket(a), b, dynamo.Bucket(b))
+		}
+		if got, want := dynamo.Bucket(a), bucketByHand(a); got != want {
+			t.Fatalf("Bucket(%d) = %d, the stored format numbers it %d", a, got, want)
+		}
+	}
+	for k := 8; k <= 53; k++ { // each side of every doubling
+		for _, v := range []int64{1<<k - 1, 1 << k, 1<<k + 1} {
+			for _, s := range []int64{v, -v} {
+				if got, want := dynamo.Bucket(s), bucketByHand(s); got != want {
+					t.Fatalf("Bucket(%d) = %d, the stored format numbers it %d", s, got, want)
+				}
+			}
 		}
 	}
 	for v := int64(-255); v <= 255; v++ {
@@ -184,7 +197,7 @@ func (h *histBoard) model() (ranked []leaderboards.Entry, at map[string]int) {
 	for _, s := range h.live {
 		ranked = append(ranked, leaderboards.Entry{PlayerID: s.PlayerID, Score: s.Score, ReachedAt: s.ReachedAt})
 	}
-	leaderboards.Rank(h.d.Order, h.d.TieBreak, ranked, 0, 0)
+	ranked = rankedByHand(h.d.Order, h.d.TieBreak, ranked)
 	at = make(map[string]int, len(ranked))
 	for i, e := range ranked {
 		at[e.PlayerID] = i
@@ -200,7 +213,7 @@ func (h *histBoard) histogramIsTheModels(t testing.TB, when string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := dynamo.HistogramOf(slices.Collect(maps.Values(h.live)))
+	want := histogramByHand(h.live)
 	if got.Total != want.Total || !maps.Equal(got.Counts, want.Counts) {
 		t.Fatalf("%s: the histogram counts %d players, the model %d (%d buckets vs %d)", when, got.Total, want.Total, len(got.Counts), len(want.Counts))
 	}
@@ -235,73 +248,80 @@ func (r rankStats) String() string {
 // neighbours.
 func (h *histBoard) probe(t testing.TB, players []string, k int) rankStats {
 	t.Helper()
-	ctx := context.Background()
 	ranked, at := h.model()
 	var st rankStats
 	for _, p := range players {
-		i, ok := at[p]
-		if !ok {
-			continue
-		}
-		want := ranked[i]
-		before := h.db.reads.Load()
-		pl, err := h.scores.Around(ctx, h.d, leaderboards.AllTime, p, 0)
-		reads := h.db.reads.Load() - before
-		if err != nil {
-			t.Fatalf("rank %s: %v", p, err)
-		}
-		st.probes++
-		diff := int64(pl.Self.Rank - want.Rank)
-		if diff < 0 {
-			diff = -diff
-		}
-		switch {
-		case !pl.Approximate && diff != 0:
-			t.Fatalf("%s: exact rank %d, the model's %d", p, pl.Self.Rank, want.Rank)
-		case !pl.Approximate && int64(want.Rank) > h.scores.ExactTop && int64(len(h.live)) >= h.scores.EstimateFrom:
-			t.Fatalf("%s at rank %d of %d was counted, not estimated", p, want.Rank, len(h.live))
-		case !pl.Approximate:
-			st.exactNearTheTop++
-		case diff > pl.RankError:
-			t.Fatalf("%s: rank %d ± %d, the model's %d", p, pl.Self.Rank, pl.RankError, want.Rank)
-		default:
-			st.approximate++
-			st.sumErr += diff
-			st.maxErr = max(st.maxErr, diff)
-			st.maxBound = max(st.maxBound, pl.RankError)
-			st.sumReads += reads
-			st.readsProbed++
-			st.maxReads = max(st.maxReads, reads)
-			if reads > 3 {
-				t.Fatalf("%s: an approximate rank took %d reads", p, reads)
-			}
-		}
-		if pl.Total != int64(len(h.live)) || pl.Self.Score != want.Score {
-			t.Fatalf("%s: total %d score %d, the model's %d and %d", p, pl.Total, pl.Self.Score, len(h.live), want.Score)
-		}
-		if k == 0 {
-			continue
-		}
-		// The neighbours are the model's, ranked relative to the player.
-		pl, err = h.scores.Around(ctx, h.d, leaderboards.AllTime, p, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		model := ranked[max(0, i-k):min(len(ranked), i+k+1)]
-		if len(pl.Window) != len(model) {
-			t.Fatalf("%s: %d neighbours, the model %d", p, len(pl.Window), len(model))
-		}
-		for j, e := range pl.Window {
-			if e.PlayerID != model[j].PlayerID || e.Score != model[j].Score {
-				t.Fatalf("%s: neighbour %d is %s (%d), the model's %s (%d)", p, j, e.PlayerID, e.Score, model[j].PlayerID, model[j].Score)
-			}
-			if h.d.TieBreak != leaderboards.Shared && e.Rank-pl.Self.Rank != model[j].Rank-want.Rank {
-				t.Fatalf("%s: neighbour %s is %d from the player, in the model %d", p, e.PlayerID, e.Rank-pl.Self.Rank, model[j].Rank-want.Rank)
-			}
-		}
-		st.neighbourWindowsEqual++
+		h.probeOne(t, ranked, at, p, k, &st)
 	}
 	return st
+}
+
+// probeOne ranks one player against the model ranked (at places each
+// player in it) and adds what it found to st.
+func (h *histBoard) probeOne(t testing.TB, ranked []leaderboards.Entry, at map[string]int, p string, k int, st *rankStats) {
+	t.Helper()
+	ctx := context.Background()
+	i, ok := at[p]
+	if !ok {
+		return
+	}
+	want := ranked[i]
+	before := h.db.reads.Load()
+	pl, err := h.scores.Around(ctx, h.d, leaderboards.AllTime, p, 0)
+	reads := h.db.reads.Load() - before
+	if err != nil {
+		t.Fatalf("rank %s: %v", p, err)
+	}
+	st.probes++
+	diff := int64(pl.Self.Rank - want.Rank)
+	if diff < 0 {
+		diff = -diff
+	}
+	switch {
+	case !pl.Approximate && diff != 0:
+		t.Fatalf("%s: exact rank %d, the model's %d", p, pl.Self.Rank, want.Rank)
+	case !pl.Approximate && int64(want.Rank) > h.scores.ExactTop && int64(len(h.live)) >= h.scores.EstimateFrom:
+		t.Fatalf("%s at rank %d of %d was counted, not estimated", p, want.Rank, len(h.live))
+	case !pl.Approximate:
+		st.exactNearTheTop++
+	case diff > pl.RankError:
+		t.Fatalf("%s: rank %d ± %d, the model's %d", p, pl.Self.Rank, pl.RankError, want.Rank)
+	default:
+		st.approximate++
+		st.sumErr += diff
+		st.maxErr = max(st.maxErr, diff)
+		st.maxBound = max(st.maxBound, pl.RankError)
+		st.sumReads += reads
+		st.readsProbed++
+		st.maxReads = max(st.maxReads, reads)
+		if reads > 3 {
+			t.Fatalf("%s: an approximate rank took %d reads", p, reads)
+		}
+	}
+	if pl.Total != int64(len(h.live)) || pl.Self.Score != want.Score {
+		t.Fatalf("%s: total %d score %d, the model's %d and %d", p, pl.Total, pl.Self.Score, len(h.live), want.Score)
+	}
+	if k == 0 {
+		return
+	}
+	// The neighbours are the model's, ranked relative to the player.
+	pl, err = h.scores.Around(ctx, h.d, leaderboards.AllTime, p, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := ranked[max(0, i-k):min(len(ranked), i+k+1)]
+	if len(pl.Window) != len(model) {
+		t.Fatalf("%s: %d neighbours, the model %d", p, len(pl.Window), len(model))
+	}
+	for j, e := range pl.Window {
+		if e.PlayerID != model[j].PlayerID || e.Score != model[j].Score {
+			t.Fatalf("%s: neighbour %d is %s (%d), the model's %s (%d)", p, j, e.PlayerID, e.Score, model[j].PlayerID, model[j].Score)
+		}
+		if h.d.TieBreak != leaderboards.Shared && e.Rank-pl.Self.Rank != model[j].Rank-want.Rank {
+			t.Fatalf("%s: neighbour %s is %d from the player, in the model %d", p, e.PlayerID, e.Rank-pl.Self.Rank, model[j].Rank-want.Rank)
+		}
+	}
+	st.neighbourWindowsEqual++
 }
 
 // probes picks players spread over the model's ranks, and the top ones.
@@ -463,27 +483,35 @@ func checkHistogramRanks(t *testing.T, o leaderboards.Order, tb leaderboards.Tie
 	h.histogramIsTheModels(t, "after a change past the recompute")
 }
 
-// TestHistogramRanksAtAMillion measures the Redis-less rank of a board of
-// a million members (RALLY_BENCH_HIST_MEMBERS) with the production
-// thresholds: the error of the estimated ranks against the brute-force
-// model over spread probes, and the DynamoDB reads per rank request.
-// Opt-in (RALLY_BENCH_SCALE=1): the scores are written with
-// BatchWriteItem and the histogram from the same buckets Tally keeps
-// (HistogramOf), not through a million transactions. DynamoDB Local keeps
-// the tables on the Java heap: give it room (JAVA_TOOL_OPTIONS=-Xmx12g).
-func TestHistogramRanksAtAMillion(t *testing.T) {
+// BenchmarkHistogramRanksAtAMillion measures the Redis-less rank of a
+// board of a million members (RALLY_BENCH_HIST_MEMBERS) with the
+// production thresholds. Each iteration ranks one player (k=0) of a
+// spread over the board (its top included, in random order) and checks the estimate holds
+// the brute-force model's rank within its bound; the benchmark reports the
+// estimates' error against the model (max-rank-error, mean-rank-error, as
+// a share of the board max-error-%, and the largest bound), the DynamoDB
+// reads per rank (reads/rank, max-reads/rank) and per rank with k=4
+// neighbours (reads/rank-k4, the neighbours' index queries). Loading a
+// million members takes minutes, so it runs only with RALLY_BENCH_SCALE=1:
+//
+//	RALLY_BENCH_SCALE=1 go test ./shared/leaderboards/dynamo -run '^$' -bench HistogramRanksAtAMillion -benchtime 2000x -timeout 120m
+//
+// The scores are written with BatchWriteItem and the histogram as the
+// model counts it, not through a million transactions. DynamoDB Local
+// keeps the tables on the Java heap: give it room (JAVA_TOOL_OPTIONS=-Xmx12g).
+func BenchmarkHistogramRanksAtAMillion(b *testing.B) {
 	if os.Getenv("RALLY_BENCH_SCALE") == "" {
-		t.Skip("opt-in: RALLY_BENCH_SCALE=1")
+		b.Skip("set RALLY_BENCH_SCALE=1 to load a board of a million members")
 	}
 	n := 1_000_000
 	if v := os.Getenv("RALLY_BENCH_HIST_MEMBERS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 	}
 	ctx := context.Background()
-	h := newHistBoard(t, leaderboards.Desc, leaderboards.Earliest)
+	h := newHistBoard(b, leaderboards.Desc, leaderboards.Earliest)
 	h.scores.EstimateFrom, h.scores.ExactTop = dynamo.DefaultEstimateFrom, dynamo.DefaultExactTop
 	rng := rand.New(rand.NewPCG(42, 42))
 	all := make([]leaderboards.Score, n)
@@ -493,33 +521,48 @@ func TestHistogramRanksAtAMillion(t *testing.T) {
 	}
 	start := time.Now()
 	for chunk := range slices.Chunk(all, 100_000) {
-		h.put(t, chunk)
-		fmt.Fprintf(os.Stderr, "histogram bench: %d scores written, %v\n", len(h.live), time.Since(start).Round(time.Second))
+		h.put(b, chunk)
+		b.Logf("%d scores written, %v", len(h.live), time.Since(start).Round(time.Second))
 	}
-	hist := dynamo.HistogramOf(all)
+	hist := histogramByHand(h.live)
 	if err := h.scores.PutHistogram(ctx, h.d.ID, leaderboards.AllTime, hist); err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	t.Logf("%d scores and a histogram of %d buckets written in %v", n, len(hist.Counts), time.Since(start).Round(time.Second))
+	b.Logf("%d scores and a histogram of %d buckets written in %v", n, len(hist.Counts), time.Since(start).Round(time.Second))
 
-	probes := testenv.Scale(2_000, 10_000)
-	start = time.Now()
-	st := h.probe(t, h.probes(probes), 0)
-	t.Logf("%d members, k=0: %s (%v)", n, st, time.Since(start).Round(time.Millisecond))
+	ranked, at := h.model()
+	probes := h.probes(2_000)
+	// In random order, so that however many iterations run, they sample
+	// the whole board.
+	rng.Shuffle(len(probes), func(i, j int) { probes[i], probes[j] = probes[j], probes[i] })
+	var st rankStats
+	i := 0
+	for b.Loop() {
+		h.probeOne(b, ranked, at, probes[i%len(probes)], 0, &st)
+		i++
+	}
+	b.Logf("%d members, k=0: %s", n, st)
+	if st.approximate == 0 {
+		b.Fatalf("no probe was estimated: %s", st)
+	}
+	b.ReportMetric(float64(st.maxErr), "max-rank-error")
+	b.ReportMetric(float64(st.sumErr)/float64(st.approximate), "mean-rank-error")
+	b.ReportMetric(100*float64(st.maxErr)/float64(n), "max-error-%")
+	b.ReportMetric(float64(st.maxBound), "max-rank-bound")
+	b.ReportMetric(float64(st.sumReads)/float64(st.readsProbed), "reads/rank")
+	b.ReportMetric(float64(st.maxReads), "max-reads/rank")
+
 	// With neighbours: the rank's reads, and the index queries the
 	// neighbours take (two per index shard).
-	ranked, _ := h.model()
-	var reads, rankReads int64
+	var reads int64
 	const withNeighbours = 50
-	for i := range withNeighbours {
-		p := ranked[len(ranked)/2+i*997].PlayerID
+	for j := range withNeighbours {
+		p := ranked[len(ranked)/2+j*(len(ranked)/2/withNeighbours)].PlayerID
 		before := h.db.reads.Load()
 		if _, err := h.scores.Around(ctx, h.d, leaderboards.AllTime, p, 4); err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		reads += h.db.reads.Load() - before
 	}
-	rankReads = st.sumReads / int64(max(1, st.readsProbed))
-	t.Logf("%d members, k=4: %.1f reads per rank request (%d for the rank, the rest the neighbours' index queries)",
-		n, float64(reads)/withNeighbours, rankReads)
+	b.ReportMetric(float64(reads)/withNeighbours, "reads/rank-k4")
 }

@@ -68,7 +68,7 @@ func checkAgainstBruteForce(t *testing.T, o leaderboards.Order, tb leaderboards.
 	for _, e := range final {
 		want = append(want, e)
 	}
-	leaderboards.Rank(o, tb, want, 0, 0)
+	want = rankedByHand(o, tb, want)
 	index := map[string]int{}
 	for i, e := range want {
 		index[e.PlayerID] = i

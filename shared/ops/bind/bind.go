@@ -5,7 +5,6 @@ import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/cachegen"
-	"github.com/rallyhq/rally/shared/deadletters"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
@@ -16,17 +15,13 @@ import (
 
 // Operations binds the operations routes.
 var Operations = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) app.Handlers {
-	deployed := map[string]string{}
-	for name, declared := range d.Config.Functions {
-		deployed[declared] = name
-	}
 	var caches []*cachegen.Tracker
 	for _, scope := range cachegen.Scopes() {
 		caches = append(caches, d.Generations(scope))
 	}
 	h := &ops.API{
 		Archive:    deadlettersbind.Archive(d),
-		Invoker:    deadletters.LambdaInvoker{Client: d.Lambda(), Deployed: deployed},
+		Invoker:    deadlettersbind.Invoker(d),
 		Jobs:       Jobs(d),
 		Clock:      d.Clock,
 		Redis:      d.Redis,

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,14 +26,28 @@ import (
 // (its count, its all-time trending total, and the intent written with it)
 // and its hourly (h#2026112210) and daily (d#20261122) trending buckets
 // under pk {kind}#{target}, the applied markers, the intents (see
-// applyOnce) and the trending snapshots. Counts take every change;
-// trending (the trending total and the buckets) only the changes that
-// count in trending (reactions.Change.Trend).
+// applyOnce) and the trending snapshots.
+//
+// Counts hold states, not sums of deltas (reactions.Counted): each edge's
+// marker records the state the counts hold for it, and a change moves the
+// counts by the difference between that state and the one the change
+// leaves. So an edge's newest change, applied once, makes its counts right
+// whatever came before it: a change parked behind newer ones and redriven
+// days later is older than the marker and changes nothing, a change that
+// never arrives is made good by the next one, and erasing an edge takes
+// back exactly what it counted. A bucket takes an edge's activation in the
+// span the edge became active in (reactions.Change.Since), and its end
+// takes it back from the same span.
 const (
 	hourlyRetention = 49 * time.Hour
 	dailyRetention  = 9 * 24 * time.Hour
-	// Markers outlive every possible redelivery: stream records live 24h.
-	markerRetention = 48 * time.Hour
+	// inactiveRetention is how long a marker of an edge counted inactive
+	// outlives its last write: longer than any change older than it can
+	// come back (a stream keeps records 24 h, a parked batch is archived
+	// within half of that and kept 30 days from then), so an older change
+	// redriven late still finds it. A marker of an edge counted active
+	// never expires: its state is part of the count.
+	inactiveRetention = 32 * 24 * time.Hour
 	// maxTransactItems is DynamoDB's limit; a unit leaves room for the
 	// intent.
 	maxTransactItems = ddb.MaxTransact
@@ -95,14 +109,15 @@ var errRaced = errors.New("another writer applied some of these changes meanwhil
 // race without committing anything.
 const maxRaces = 8
 
-// Apply counts each change exactly once, writing each target's total once
-// per batch (see applyOnce). A transaction that loses a race to another
+// Apply counts each edge's newest change once, writing each target's total
+// once per batch (see applyOnce), and tells committed (when not nil) what
+// each commit moved before its markers are written. A transaction that loses a race to another
 // writer of its targets is read again from the start, as many times as it
 // takes while changes commit, up to maxRaces losses in a row.
-func (s *Counts) Apply(ctx context.Context, changes []reactions.Change, now time.Time) (int, error) {
+func (s *Counts) Apply(ctx context.Context, changes []reactions.Change, now time.Time, committed reactions.Committed) (int, error) {
 	total := 0
 	for lost := 0; ; {
-		n, err := s.applyOnce(ctx, changes, now)
+		n, err := s.applyOnce(ctx, changes, now, committed)
 		total += n
 		if !errors.Is(err, errRaced) {
 			return total, err
@@ -119,16 +134,76 @@ func (s *Counts) Apply(ctx context.Context, changes []reactions.Change, now time
 	}
 }
 
+// edgeRun is one edge of a batch: the newest of its changes there, and
+// the state the counts hold for it (its marker).
 type edgeRun struct {
-	ref     reactions.Ref
-	seen    int64 // marker version read; 0 = none
-	changes []reactions.Change
+	ref reactions.Ref
+	// seen is the edge's marker: the state counted (Version 0: none);
+	// marked is whether the marker exists (an erasure's placeholder is
+	// one at version 0).
+	seen   reactions.Counted
+	marked bool
+	// next is the newest change of the edge in the batch; versions are
+	// those of all its changes there (what applying next applies are the
+	// ones past the marker).
+	next     reactions.Change
+	versions []int64
 }
 
-func (r *edgeRun) maxVersion() int64 { return r.changes[len(r.changes)-1].Version }
+// changes is how many of the edge's changes in the batch are past its
+// marker: what applying its newest applies.
+func (r *edgeRun) changes() int {
+	n := 0
+	for _, v := range r.versions {
+		if v > r.seen.Version {
+			n++
+		}
+	}
+	return n
+}
 
 // intentBytes is about what r takes in an intent's edges.
-func (r *edgeRun) intentBytes() int { return len(r.ref.UserID) + 24 }
+func (r *edgeRun) intentBytes() int { return len(r.ref.UserID) + 64 }
+
+// bucketDeltas is what applying r moves in the target's trending buckets:
+// the counted activation leaves its spans, the new one joins its own.
+// Buckets past their retention are left alone: nothing reads them.
+func (r *edgeRun) bucketDeltas(now time.Time) map[reactions.BucketRef]int64 {
+	deltas := map[reactions.BucketRef]int64{}
+	move := func(c reactions.Counted, d int64) {
+		if !c.Trending() {
+			return
+		}
+		for _, b := range []reactions.BucketRef{reactions.BucketOf(reactions.Hourly, c.Since), reactions.BucketOf(reactions.Daily, c.Since)} {
+			if bucketExpiry(b).After(now) {
+				deltas[b] += d
+			}
+		}
+	}
+	move(r.seen, -1)
+	move(r.next.Counted(), +1)
+	for b, d := range deltas {
+		if d == 0 {
+			delete(deltas, b)
+		}
+	}
+	return deltas
+}
+
+// bucketExpiry is when a bucket is no longer read (its TTL).
+func bucketExpiry(b reactions.BucketRef) time.Time {
+	if b.Span == reactions.Daily {
+		return b.Start.Add(dailyRetention)
+	}
+	return b.Start.Add(hourlyRetention)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // total is what applyOnce reads of a target's total item.
 type total struct {
@@ -166,70 +241,57 @@ func (u *unit) items() int {
 	return n
 }
 
-// fits reports whether r may join the unit: a unit takes at most a
-// transaction's items (its total and a bucket per span touched, counting
-// buckets whose deltas may yet cancel out) and a share of an intent.
-func (u *unit) fits(r *edgeRun) bool {
+// fits reports whether r, moving buckets, may join the unit: a unit takes
+// at most a transaction's items (its total and a bucket per span touched,
+// counting buckets whose deltas may yet cancel out) and a share of an
+// intent.
+func (u *unit) fits(r *edgeRun, buckets map[reactions.BucketRef]int64) bool {
 	if len(u.edges) == 0 {
 		return true
 	}
-	buckets := len(u.buckets)
-	seen := map[reactions.BucketRef]bool{}
-	for _, c := range r.changes {
-		for _, b := range changeBuckets(c) {
-			if _, ok := u.buckets[b]; !ok && !seen[b] {
-				seen[b] = true
-				buckets++
-			}
+	n := len(u.buckets)
+	for b := range buckets {
+		if _, ok := u.buckets[b]; !ok {
+			n++
 		}
 	}
-	return 1+buckets <= maxUnitItems && u.bytes+r.intentBytes() <= maxIntentBytes
+	return 1+n <= maxUnitItems && u.bytes+r.intentBytes() <= maxIntentBytes
 }
 
-func (u *unit) add(r *edgeRun) {
+func (u *unit) add(r *edgeRun, buckets map[reactions.BucketRef]int64) {
 	u.edges = append(u.edges, r)
 	u.bytes += r.intentBytes()
-	for _, c := range r.changes {
-		u.delta += int64(c.Delta)
-		if c.Trend {
-			u.trend += int64(c.Delta)
-		}
-		for _, b := range changeBuckets(c) {
-			u.buckets[b] += int64(c.Delta)
-		}
+	next := r.next.Counted()
+	u.delta += b2i(next.Active) - b2i(r.seen.Active)
+	u.trend += b2i(next.Trending()) - b2i(r.seen.Trending())
+	for b, d := range buckets {
+		u.buckets[b] += d
 	}
 }
 
-// changeBuckets names the trending buckets a change moves: none when it
-// does not count in trending.
-func changeBuckets(c reactions.Change) []reactions.BucketRef {
-	if c.Delta == 0 || !c.Trend {
-		return nil
-	}
-	return []reactions.BucketRef{reactions.BucketOf(reactions.Hourly, c.At), reactions.BucketOf(reactions.Daily, c.At)}
-}
-
-// applyOnce applies a batch once, exactly once per change, and writes each
-// target's total once:
+// applyOnce applies a batch once, each edge's newest change once, and
+// writes each target's total once:
 //
 //  1. It reads the touched targets' totals (each names the intent written
 //     with it), then the intents they name, then the markers of the
-//     batch's edges (an edge's marker is the last version counted).
+//     batch's edges (an edge's marker is the state counted).
 //  2. It finishes every intent still there: the transaction that wrote it
 //     committed, but its markers may not all be written yet.
-//  3. It drops the changes at or below their edge's marker, coalesces the
-//     rest into one unit per target, and commits units in transactions:
-//     per target the total, on condition its ver is still the one read
-//     (bumping ver and naming the transaction's intent) and the buckets
-//     that move, plus one intent item listing every edge counted with the
-//     version counted.
-//  4. After each commit it finishes the transaction's own intent: writes
-//     the markers, then deletes the intent.
+//  3. It keeps each edge's newest change if it is newer than its marker,
+//     coalesces them into one unit per target, and commits units in
+//     transactions: per target the total, on condition its ver is still
+//     the one read (bumping ver and naming the transaction's intent), and
+//     the buckets that move, plus one intent item listing every edge
+//     counted with the state counted.
+//  4. After each commit it tells committed what the commit moved (so
+//     Redis mirrors it), then finishes the transaction's own intent:
+//     writes the markers (deletes those of deleted edges), then deletes
+//     the intent.
 //
 // A crash between a commit and the end of its intent leaves the counts
 // right and the intent behind; the next batch that touches any of its
-// targets (the redelivery of this one) finishes it before it reads
-// markers. An intent is finished before any newer transaction on its
+// targets (the redelivery of this one) tells its committed what the
+// intent moved and finishes it before it reads markers. An intent is finished before any newer transaction on its
 // targets commits: the newer one read the total naming it, and its ver
 // condition fails if another commit came between. The read order is what
 // makes this exact: markers read before the totals could miss those an
@@ -238,24 +300,27 @@ func changeBuckets(c reactions.Change) []reactions.BucketRef {
 // finisher that stalled never sets one back.
 //
 // A target's unit is split over several transactions only when it would
-// not fit one: more than maxUnitItems-1 buckets (changes spread over days),
-// or edges filling more than maxIntentBytes of an intent (thousands of
-// edges). Its parts commit in order, each expecting the ver the previous
-// one left.
-func (s *Counts) applyOnce(ctx context.Context, changes []reactions.Change, now time.Time) (int, error) {
+// not fit one: more than maxUnitItems-1 buckets, or edges filling more
+// than maxIntentBytes of an intent (thousands of edges). Its parts commit
+// in order, each expecting the ver the previous one left.
+func (s *Counts) applyOnce(ctx context.Context, changes []reactions.Change, now time.Time, committed reactions.Committed) (int, error) {
 	runs := byEdge(changes)
 	totals, err := s.readTotals(ctx, targetsOf(runs))
 	if err != nil {
 		return 0, err
 	}
-	if err := s.finishNamed(ctx, totals, now); err != nil {
+	if err := s.finishNamed(ctx, totals, now, committed); err != nil {
 		return 0, err
 	}
 	if err := s.readMarkers(ctx, runs); err != nil {
 		return 0, err
 	}
+	runs = unapplied(runs)
+	if err := s.forgetUncounted(ctx, runs); err != nil {
+		return 0, err
+	}
 	applied := 0
-	for _, tx := range pack(coalesce(unapplied(runs), totals)) {
+	for _, tx := range pack(coalesce(counting(runs), totals, now)) {
 		in := newIntent(tx)
 		items, n := s.transactItems(tx, in, now)
 		_, err := s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -266,11 +331,52 @@ func (s *Counts) applyOnce(ctx context.Context, changes []reactions.Change, now 
 			return applied, fmt.Errorf("apply %d reaction changes: %w", n, err)
 		}
 		applied += n
+		if committed != nil {
+			if err := committed(ctx, in.touched()); err != nil {
+				return applied, err
+			}
+		}
 		if err := s.finish(ctx, in, now); err != nil {
 			return applied, fmt.Errorf("mark %d reaction changes counted: %w", n, err)
 		}
 	}
+	for _, r := range runs {
+		if uncounted(r) && r.marked {
+			applied += r.changes()
+		}
+	}
 	return applied, nil
+}
+
+// uncounted reports whether r is the deletion of an edge the counts hold
+// nothing for: it moves no count, and leaves no marker behind.
+func uncounted(r *edgeRun) bool { return r.next.Deleted && !r.seen.Active }
+
+// counting drops the runs that move nothing (see uncounted).
+func counting(runs []*edgeRun) []*edgeRun {
+	out := runs[:0:0]
+	for _, r := range runs {
+		if !uncounted(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// forgetUncounted deletes the markers of deleted edges the counts hold
+// nothing for (an erasure's placeholder, or an edge counted inactive):
+// nothing is left to count, and no marker may outlive the edge. Each
+// delete is conditional on the marker being older than the deletion.
+func (s *Counts) forgetUncounted(ctx context.Context, runs []*edgeRun) error {
+	for _, r := range runs {
+		if !uncounted(r) || !r.marked {
+			continue
+		}
+		if err := s.deleteMarker(ctx, r.ref.UserID, targetKey(r.ref.Target()), r.next.Version); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // raced reports whether a transaction was cancelled by another writer: a
@@ -288,29 +394,24 @@ func raced(err error) bool {
 	return false
 }
 
-// byEdge groups changes by edge, in the order edges first appear, each
-// edge's changes by version without repeats.
+// byEdge groups changes by edge, in the order edges first appear, keeping
+// each edge's newest.
 func byEdge(changes []reactions.Change) []*edgeRun {
 	byRef := map[reactions.Ref]*edgeRun{}
 	var runs []*edgeRun
 	for _, c := range changes {
 		r := byRef[c.Ref]
 		if r == nil {
-			r = &edgeRun{ref: c.Ref}
+			r = &edgeRun{ref: c.Ref, next: c}
 			byRef[c.Ref] = r
 			runs = append(runs, r)
 		}
-		r.changes = append(r.changes, c)
-	}
-	for _, r := range runs {
-		sort.SliceStable(r.changes, func(i, j int) bool { return r.changes[i].Version < r.changes[j].Version })
-		keep := r.changes[:1]
-		for _, c := range r.changes[1:] {
-			if c.Version > keep[len(keep)-1].Version {
-				keep = append(keep, c)
-			}
+		if !slices.Contains(r.versions, c.Version) {
+			r.versions = append(r.versions, c.Version)
 		}
-		r.changes = keep
+		if c.Version > r.next.Version {
+			r.next = c
+		}
 	}
 	return runs
 }
@@ -371,39 +472,23 @@ func (s *Counts) readMarkers(ctx context.Context, runs []*edgeRun) error {
 		return fmt.Errorf("read applied markers: %w", err)
 	}
 	for _, it := range items {
-		var m struct {
-			PK  string `dynamodbav:"pk"`
-			SK  string `dynamodbav:"sk"`
-			Ver int64  `dynamodbav:"ver"`
+		ref, counted, err := decodeMarker(it)
+		if err != nil {
+			return err
 		}
-		if err := attributevalue.UnmarshalMap(it, &m); err != nil {
-			return fmt.Errorf("decode applied marker: %w", err)
-		}
-		t, ok := parseTargetKey(m.SK)
-		if !ok {
-			continue
-		}
-		ref := reactions.Ref{UserID: strings.TrimPrefix(m.PK, schema.CountersAppliedPrefix), Kind: t.Kind, TargetID: t.ID}
 		if r := byRef[ref]; r != nil {
-			r.seen = m.Ver
+			r.seen, r.marked = counted, true
 		}
 	}
 	return nil
 }
 
-// unapplied drops the changes at or below their edge's marker, and the
-// edges left with none.
+// unapplied drops the edges whose newest change is not newer than their
+// marker: the counts already hold it, or a newer state.
 func unapplied(runs []*edgeRun) []*edgeRun {
 	var out []*edgeRun
 	for _, r := range runs {
-		var keep []reactions.Change
-		for _, c := range r.changes {
-			if c.Version > r.seen {
-				keep = append(keep, c)
-			}
-		}
-		if len(keep) > 0 {
-			r.changes = keep
+		if r.next.Version > r.seen.Version {
 			out = append(out, r)
 		}
 	}
@@ -414,7 +499,7 @@ func unapplied(runs []*edgeRun) []*edgeRun {
 // first appear, splitting a target's only when it would not fit one
 // transaction (see unit.fits); each part expects the ver its predecessor
 // leaves.
-func coalesce(runs []*edgeRun, totals map[reactions.Target]total) []*unit {
+func coalesce(runs []*edgeRun, totals map[reactions.Target]total, now time.Time) []*unit {
 	var targets []reactions.Target
 	byTarget := map[reactions.Target][]*edgeRun{}
 	for _, r := range runs {
@@ -428,11 +513,12 @@ func coalesce(runs []*edgeRun, totals map[reactions.Target]total) []*unit {
 	for _, t := range targets {
 		u := newUnit(t, totals[t].ver)
 		for _, r := range byTarget[t] {
-			if !u.fits(r) {
+			buckets := r.bucketDeltas(now)
+			if !u.fits(r, buckets) {
 				units = append(units, u)
 				u = newUnit(t, u.expect+1)
 			}
-			u.add(r)
+			u.add(r, buckets)
 		}
 		units = append(units, u)
 	}
@@ -478,7 +564,7 @@ func (s *Counts) transactItems(tx []*unit, in intent, now time.Time) (items []ty
 	stamp := expression.Value(ddb.FormatTime(now))
 	for _, u := range tx {
 		for _, r := range u.edges {
-			n += len(r.changes)
+			n += r.changes()
 		}
 		// The total must still be the one read: no other transaction
 		// counted changes of the target since.
@@ -502,14 +588,10 @@ func (s *Counts) transactItems(tx []*unit, in intent, now time.Time) (items []ty
 			if d == 0 {
 				continue
 			}
-			keep := hourlyRetention
-			if b.Span == reactions.Daily {
-				keep = dailyRetention
-			}
 			bucket := expression.Add(expression.Name(schema.AttrDelta), expression.Value(d)).
 				Add(ver, expression.Value(1)).
 				Set(expression.Name(schema.AttrUpdatedAt), stamp).
-				Set(expression.Name(schema.TTL), expression.Value(b.Start.Add(keep).Unix()))
+				Set(expression.Name(schema.TTL), expression.Value(bucketExpiry(b).Unix()))
 			key := map[string]types.AttributeValue{schema.AttrPK: tk, schema.AttrSK: ddb.S(bucketSK(b))}
 			items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, key,
 				ddb.MustBuild(expression.NewBuilder().WithUpdate(bucket)))})

@@ -24,10 +24,14 @@ func newCounts(t *testing.T) *dynamo.Counts {
 
 // change is a change of a favorite that counts in trending.
 func change(user, target string, ver int64, active bool, delta int, at time.Time) reactions.Change {
-	return reactions.Change{
+	c := reactions.Change{
 		Ref:     reactions.Ref{UserID: user, Kind: reactions.Favorite, TargetID: target},
 		Version: ver, Active: active, Delta: delta, At: at, Trend: true,
 	}
+	if active {
+		c.Since = at
+	}
+	return c
 }
 
 // untrended is a change the fraud controls kept out of trending.
@@ -56,7 +60,7 @@ func TestApplyCountsEveryChangeExactlyOnce(t *testing.T) {
 		change("u1", "g1", 2, false, -1, t0.Add(time.Minute)),
 		change("u1", "g2", 1, true, 1, t0),
 	}
-	n, err := c.Apply(ctx, batch, t0)
+	n, err := c.Apply(ctx, batch, t0, nil)
 	if err != nil || n != 5 {
 		t.Fatalf("first delivery applied %d, %v", n, err)
 	}
@@ -64,7 +68,7 @@ func TestApplyCountsEveryChangeExactlyOnce(t *testing.T) {
 		t.Fatalf("counts g1=%d g2=%d, want 2 and 1", g1, g2)
 	}
 	for name, again := range map[string][]reactions.Change{"whole batch": batch, "second half": batch[2:], "first half": batch[:3]} {
-		n, err := c.Apply(ctx, again, t0)
+		n, err := c.Apply(ctx, again, t0, nil)
 		if err != nil || n != 0 {
 			t.Fatalf("%s redelivered: applied %d, %v", name, n, err)
 		}
@@ -73,7 +77,7 @@ func TestApplyCountsEveryChangeExactlyOnce(t *testing.T) {
 		t.Fatalf("after redelivery g1=%d g2=%d, want 2 and 1", g1, g2)
 	}
 	// A redelivered record mixed with a new one: only the new one counts.
-	n, err = c.Apply(ctx, []reactions.Change{batch[1], change("u2", "g1", 2, false, -1, t0.Add(2*time.Minute))}, t0)
+	n, err = c.Apply(ctx, []reactions.Change{batch[1], change("u2", "g1", 2, false, -1, t0.Add(2*time.Minute))}, t0, nil)
 	if err != nil || n != 1 || count(t, c, "g1") != 1 {
 		t.Fatalf("mixed batch applied %d (count %d), %v", n, count(t, c, "g1"), err)
 	}
@@ -88,7 +92,7 @@ func TestApplyHotTargetAcrossTransactions(t *testing.T) {
 	for i := 0; i < 260; i++ {
 		batch = append(batch, change(fmt.Sprintf("u%03d", i), "hot", 1, true, 1, t0.Add(time.Duration(i%3)*time.Hour)))
 	}
-	if n, err := c.Apply(ctx, batch, t0); err != nil || n != 260 {
+	if n, err := c.Apply(ctx, batch, t0, nil); err != nil || n != 260 {
 		t.Fatalf("applied %d, %v", n, err)
 	}
 	if got := count(t, c, "hot"); got != 260 {
@@ -109,7 +113,7 @@ func TestApplyHotTargetAcrossTransactions(t *testing.T) {
 	if !tally.HasTotal || tally.Count != 260 || hourly != 260 || daily != 260 {
 		t.Fatalf("tally %+v: hourly %d daily %d, want 260 each", tally, hourly, daily)
 	}
-	if n, err := c.Apply(ctx, batch, t0); err != nil || n != 0 || count(t, c, "hot") != 260 {
+	if n, err := c.Apply(ctx, batch, t0, nil); err != nil || n != 0 || count(t, c, "hot") != 260 {
 		t.Fatalf("redelivery of the hot batch applied %d, %v", n, err)
 	}
 }
@@ -119,7 +123,7 @@ func TestTalliesScanAndExpiredBuckets(t *testing.T) {
 	c := newCounts(t)
 	old := t0.Add(-3 * 24 * time.Hour)
 	batch := []reactions.Change{change("u1", "g1", 1, true, 1, old), change("u2", "g1", 1, true, 1, t0), change("u1", "g2", 1, true, 1, t0)}
-	if _, err := c.Apply(ctx, batch, t0); err != nil {
+	if _, err := c.Apply(ctx, batch, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	tally, err := c.TargetTally(ctx, reactions.Target{Kind: reactions.Favorite, ID: "g1"}, t0)
@@ -198,23 +202,26 @@ func tallyOf(t *testing.T, c *dynamo.Counts, target string) (count, trending, ho
 func TestChangesOutOfTrendingCountButDoNotTrend(t *testing.T) {
 	ctx := context.Background()
 	c := newCounts(t)
+	if n, err := c.Apply(ctx, []reactions.Change{change("old-fan", "g1", 2, true, 1, t0)}, t0, nil); err != nil || n != 1 {
+		t.Fatalf("applied %d, %v", n, err)
+	}
 	batch := []reactions.Change{
 		change("trusted", "g1", 1, true, 1, t0),
 		untrended(change("young", "g1", 1, true, 1, t0)),
 		untrended(change("flipper", "g1", 11, true, 1, t0.Add(time.Minute))),
-		// A deactivation carries the flag of the activation it ends.
 		untrended(change("flipper", "g1", 12, false, -1, t0.Add(2*time.Minute))),
 		change("old-fan", "g1", 3, false, -1, t0.Add(3*time.Minute)),
 	}
-	if n, err := c.Apply(ctx, batch, t0); err != nil || n != len(batch) {
+	if n, err := c.Apply(ctx, batch, t0, nil); err != nil || n != len(batch) {
 		t.Fatalf("applied %d, %v", n, err)
 	}
-	// Count: +1 +1 +1 -1 -1; trending: +1 -1.
-	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 1 || trending != 0 || hourly != 0 || daily != 0 {
-		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 1, 0, 0, 0", count, trending, hourly, daily)
+	// Counted: trusted and young; in trending: trusted (old-fan's
+	// activation, in the same hour, is taken back).
+	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 2 || trending != 1 || hourly != 1 || daily != 1 {
+		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 2, 1, 1, 1", count, trending, hourly, daily)
 	}
 	for name, again := range map[string][]reactions.Change{"whole batch": batch, "second half": batch[2:], "first half": batch[:3]} {
-		if n, err := c.Apply(ctx, again, t0); err != nil || n != 0 {
+		if n, err := c.Apply(ctx, again, t0, nil); err != nil || n != 0 {
 			t.Fatalf("%s redelivered: applied %d, %v", name, n, err)
 		}
 	}
@@ -224,11 +231,11 @@ func TestChangesOutOfTrendingCountButDoNotTrend(t *testing.T) {
 		change("trusted", "g1", 2, false, -1, t0.Add(4*time.Minute)),
 		untrended(change("young-2", "g1", 1, true, 1, t0.Add(4*time.Minute))),
 	}
-	if n, err := c.Apply(ctx, more, t0); err != nil || n != 2 {
+	if n, err := c.Apply(ctx, more, t0, nil); err != nil || n != 2 {
 		t.Fatalf("applied %d, %v", n, err)
 	}
-	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 1 || trending != -1 || hourly != -1 || daily != -1 {
-		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 1, -1, -1, -1", count, trending, hourly, daily)
+	if count, trending, hourly, daily := tallyOf(t, c, "g1"); count != 2 || trending != 0 || hourly != 0 || daily != 0 {
+		t.Fatalf("count %d, trending %d, hourly %d, daily %d; want 2, 0, 0, 0", count, trending, hourly, daily)
 	}
 }
 
@@ -248,11 +255,11 @@ func TestATotalWithoutTrendingTotalTrendsAsItsCount(t *testing.T) {
 	if count, trending, _, _ := tallyOf(t, c, "legacy"); count != 5 || trending != 5 {
 		t.Fatalf("before any change: count %d, trending %d; want 5 and 5", count, trending)
 	}
-	batch := []reactions.Change{untrended(change("young", "legacy", 1, true, 1, t0)), change("fan", "legacy", 2, false, -1, t0)}
-	if _, err := c.Apply(ctx, batch, t0); err != nil {
+	batch := []reactions.Change{untrended(change("young", "legacy", 1, true, 1, t0)), change("fan", "legacy", 2, true, 1, t0)}
+	if _, err := c.Apply(ctx, batch, t0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if count, trending, _, _ := tallyOf(t, c, "legacy"); count != 5 || trending != 4 {
-		t.Fatalf("after a young favorite and an unfavorite: count %d, trending %d; want 5 and 4", count, trending)
+	if count, trending, _, _ := tallyOf(t, c, "legacy"); count != 7 || trending != 6 {
+		t.Fatalf("after a young favorite and a trending one: count %d, trending %d; want 7 and 6", count, trending)
 	}
 }

@@ -61,6 +61,7 @@ func (it edgeItem) edge() reactions.Edge {
 		Version:   it.Ver,
 		CreatedAt: ddb.ParseTime(it.CreatedAt),
 		UpdatedAt: ddb.ParseTime(it.UpdatedAt),
+		Trend:     it.trends(),
 	}
 }
 

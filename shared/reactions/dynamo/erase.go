@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -128,7 +129,7 @@ func (s *Counts) markersQuery(user string, attrs ...string) *dynamodb.QueryInput
 // Markers returns every counter marker of user: for each of the user's
 // edges the counter processor has counted, the last version it counted.
 func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]int64, error) {
-	in := s.markersQuery(user, schema.AttrVer)
+	in := s.markersQuery(user, schema.AttrVer, schema.AttrState)
 	markers := map[reactions.Ref]int64{}
 	for {
 		out, err := s.DB.Query(ctx, in)
@@ -136,18 +137,13 @@ func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]in
 			return nil, fmt.Errorf("read a user's counter markers: %w", err)
 		}
 		for _, raw := range out.Items {
-			var m struct {
-				SK  string `dynamodbav:"sk"`
-				Ver int64  `dynamodbav:"ver"`
+			ref, c, err := decodeMarker(raw)
+			if err != nil {
+				return nil, err
 			}
-			if err := attributevalue.UnmarshalMap(raw, &m); err != nil {
-				return nil, fmt.Errorf("decode a counter marker: %w", err)
+			if ref.Kind != "" {
+				markers[ref] = c.Version
 			}
-			t, ok := parseTargetKey(m.SK)
-			if !ok {
-				continue
-			}
-			markers[reactions.Ref{UserID: user, Kind: t.Kind, TargetID: t.ID}] = m.Ver
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			return markers, nil
@@ -156,10 +152,35 @@ func (s *Counts) Markers(ctx context.Context, user string) (map[reactions.Ref]in
 	}
 }
 
-// ForgetUser deletes every counter marker of user and returns how many it
-// deleted. Call it only once the deletions of the user's edges are counted
-// (see Markers): a redelivered stream record finding no marker would be
-// counted again.
+// Hold gives each of refs that has no counter marker a placeholder: a
+// marker counting nothing, at version 0. An erasure holds the edges it is
+// about to delete, so that each has a marker until the counter processor
+// counts its deletion (which deletes the marker): a marker gone is a
+// deletion counted, even for an edge whose earlier changes the processor
+// had not reached.
+func (s *Counts) Hold(ctx context.Context, refs []reactions.Ref, now time.Time) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(markerParallelism)
+	for _, ref := range refs {
+		g.Go(func() error {
+			item := markerKey(ref)
+			item[schema.AttrVer] = ddb.N(0)
+			item[schema.AttrState] = ddb.S(string(reactions.Removed))
+			item[schema.TTL] = ddb.N(now.Add(inactiveRetention).Unix())
+			absent := expression.Name(schema.AttrPK).AttributeNotExists()
+			_, err := s.DB.PutItem(gctx, ddb.PutInput(s.Table, item, ddb.MustBuild(expression.NewBuilder().WithCondition(absent))))
+			if err != nil && !ddb.IsConditionFailed(err) {
+				return fmt.Errorf("hold a counter marker: %w", err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// ForgetUser deletes every counter marker of user left (the deletions
+// counted delete their own) and returns how many it deleted. Call it only
+// once the deletions of the user's edges are counted (see Hold).
 func (s *Counts) ForgetUser(ctx context.Context, user string) (int, error) {
 	in := s.markersQuery(user)
 	forgotten := 0

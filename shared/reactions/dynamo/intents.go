@@ -22,27 +22,84 @@ import (
 )
 
 // An intent is written in a counter transaction and lists every edge the
-// transaction counted with the version counted: the markers still to
-// write once it commits (see applyOnce). It names users, so it lives only
-// until its markers are written (milliseconds, unless the processor dies
-// in between and the redelivered batch finishes it) and expires like a
-// marker if nothing touches its targets again.
+// transaction counted with the state counted: the markers still to write
+// once it commits (see applyOnce). It names users, so it lives only until
+// its markers are written (milliseconds, unless the processor dies in
+// between and the redelivered batch finishes it). It has no expiry: until
+// it is finished its markers are the only record of what the counts hold,
+// so whatever next touches one of its targets (a batch, an erasure, a
+// reconcile) finishes it first.
 
 // markerParallelism is how many markers of one intent are written at once.
 const markerParallelism = 16
 
 type intent struct {
 	id string
-	// edges holds, by target key ({kind}#{target}), each user's version
+	// edges holds, by target key ({kind}#{target}), each user's state
 	// counted.
-	edges map[string]map[string]int64
+	edges map[string]map[string]intentEdge
+	// moved holds, by target key, the trending buckets the transaction
+	// moved (their sort keys): what a run finishing the intent of one that
+	// crashed tells its Committed.
+	moved map[string][]string
+}
+
+// touched is what the intent's transaction moved, as Committed is told.
+func (in intent) touched() map[reactions.Target][]reactions.BucketRef {
+	out := make(map[reactions.Target][]reactions.BucketRef, len(in.edges))
+	for tk := range in.edges {
+		t, ok := parseTargetKey(tk)
+		if !ok {
+			continue
+		}
+		out[t] = nil
+		for _, sk := range in.moved[tk] {
+			if b, ok := parseBucketSK(sk); ok {
+				out[t] = append(out[t], b)
+			}
+		}
+	}
+	return out
+}
+
+// intentEdge is an edge's state as an intent stores it, compactly.
+type intentEdge struct {
+	Version int64  `json:"v"`
+	Active  bool   `json:"a,omitempty"`
+	Trend   bool   `json:"t,omitempty"`
+	Since   string `json:"s,omitempty"`
+	// Deleted: the edge is gone (an erasure), and its marker goes too.
+	Deleted bool `json:"d,omitempty"`
+}
+
+// UnmarshalJSON also reads the version alone that intents held before
+// they held states.
+func (e *intentEdge) UnmarshalJSON(raw []byte) error {
+	if len(raw) > 0 && raw[0] != '{' {
+		return json.Unmarshal(raw, &e.Version)
+	}
+	type plain intentEdge
+	return json.Unmarshal(raw, (*plain)(e))
+}
+
+func newIntentEdge(c reactions.Change) intentEdge {
+	k := c.Counted()
+	e := intentEdge{Version: k.Version, Active: k.Active, Trend: k.Trend, Deleted: c.Deleted}
+	if k.Active {
+		e.Since = ddb.FormatTime(k.Since)
+	}
+	return e
+}
+
+func (e intentEdge) counted() reactions.Counted {
+	return reactions.Counted{Version: e.Version, Active: e.Active, Trend: e.Trend, Since: ddb.ParseTime(e.Since)}
 }
 
 type intentItem struct {
-	PK        string `dynamodbav:"pk"`
-	SK        string `dynamodbav:"sk"`
-	Edges     string `dynamodbav:"edges"`
-	ExpiresAt int64  `dynamodbav:"expires_at"`
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
+	Edges string `dynamodbav:"edges"`
+	Moved string `dynamodbav:"moved,omitempty"`
 }
 
 func intentKey(id string) map[string]types.AttributeValue {
@@ -51,27 +108,36 @@ func intentKey(id string) map[string]types.AttributeValue {
 
 // newIntent lists the edges a transaction counts, under a new id.
 func newIntent(tx []*unit) intent {
-	in := intent{id: rand.Text(), edges: map[string]map[string]int64{}}
+	in := intent{id: rand.Text(), edges: map[string]map[string]intentEdge{}, moved: map[string][]string{}}
 	for _, u := range tx {
-		users := map[string]int64{}
+		users := map[string]intentEdge{}
 		for _, r := range u.edges {
-			users[r.ref.UserID] = r.maxVersion()
+			users[r.ref.UserID] = newIntentEdge(r.next)
 		}
-		in.edges[targetKey(u.target)] = users
+		tk := targetKey(u.target)
+		in.edges[tk] = users
+		for b, d := range u.buckets {
+			if d != 0 {
+				in.moved[tk] = append(in.moved[tk], bucketSK(b))
+			}
+		}
 	}
 	return in
 }
 
 // item is the intent as stored; its edges are one JSON string, written and
 // read back whole.
-func (in intent) item(now time.Time) map[string]types.AttributeValue {
+func (in intent) item(time.Time) map[string]types.AttributeValue {
 	edges, err := json.Marshal(in.edges)
 	if err != nil {
-		panic(err) // maps of strings and numbers always encode
+		panic(err) // maps of strings, numbers and booleans always encode
+	}
+	moved, err := json.Marshal(in.moved)
+	if err != nil {
+		panic(err)
 	}
 	item, err := attributevalue.MarshalMap(intentItem{
-		PK: schema.CountersIntentPrefix + in.id, SK: schema.CountersIntentSK,
-		Edges: string(edges), ExpiresAt: now.Add(markerRetention).Unix(),
+		PK: schema.CountersIntentPrefix + in.id, SK: schema.CountersIntentSK, Edges: string(edges), Moved: string(moved),
 	})
 	if err != nil {
 		panic(err)
@@ -81,17 +147,20 @@ func (in intent) item(now time.Time) map[string]types.AttributeValue {
 
 // FinishPending finishes the intents the totals of targets name that are
 // still there: what a processor committed for them but died before marking
-// counted. The erasure calls it before it reads a user's markers.
-func (s *Counts) FinishPending(ctx context.Context, targets []reactions.Target, now time.Time) error {
+// counted, telling committed (when not nil) what each moved. The erasure
+// calls it before it reads a user's markers.
+func (s *Counts) FinishPending(ctx context.Context, targets []reactions.Target, now time.Time, committed reactions.Committed) error {
 	totals, err := s.readTotals(ctx, targets)
 	if err != nil {
 		return err
 	}
-	return s.finishNamed(ctx, totals, now)
+	return s.finishNamed(ctx, totals, now, committed)
 }
 
-// finishNamed finishes the intents the totals name that are still there.
-func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]total, now time.Time) error {
+// finishNamed finishes the intents the totals name that are still there,
+// telling committed what each moved first (the run that wrote it may
+// have died before it told its own).
+func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]total, now time.Time, committed reactions.Committed) error {
 	named := map[string]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, t := range totals {
@@ -116,6 +185,16 @@ func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]to
 		if err := json.Unmarshal([]byte(it.Edges), &in.edges); err != nil {
 			return fmt.Errorf("decode a pending intent's edges: %w", err)
 		}
+		if it.Moved != "" {
+			if err := json.Unmarshal([]byte(it.Moved), &in.moved); err != nil {
+				return fmt.Errorf("decode a pending intent's buckets: %w", err)
+			}
+		}
+		if committed != nil {
+			if err := committed(ctx, in.touched()); err != nil {
+				return err
+			}
+		}
 		if err := s.finish(ctx, in, now); err != nil {
 			return fmt.Errorf("finish a pending intent: %w", err)
 		}
@@ -123,31 +202,22 @@ func (s *Counts) finishNamed(ctx context.Context, totals map[reactions.Target]to
 	return nil
 }
 
-// finish writes an intent's markers, then deletes it. Each marker is
-// written on condition it grows: a finisher that stalled until a newer
-// transaction of the edge committed and wrote its marker changes nothing
-// (BatchWriteItem, which takes no condition, could set it back). An
-// intent is deleted only once all its markers are written.
+// finish writes an intent's markers (deletes those of deleted edges),
+// then deletes it. Each marker is written on condition it grows: a
+// finisher that stalled until a newer transaction of the edge committed
+// and wrote its marker changes nothing (BatchWriteItem, which takes no
+// condition, could set it back). An intent is deleted only once all its
+// markers are written.
 func (s *Counts) finish(ctx context.Context, in intent, now time.Time) error {
-	expires := ddb.N(now.Add(markerRetention).Unix())
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(markerParallelism)
 	for tk, users := range in.edges {
-		for user, ver := range users {
+		for user, e := range users {
 			g.Go(func() error {
-				marker := map[string]types.AttributeValue{
-					schema.AttrPK:  ddb.S(schema.CountersAppliedPrefix + user),
-					schema.AttrSK:  ddb.S(tk),
-					schema.AttrVer: ddb.N(ver),
-					schema.TTL:     expires,
+				if e.Deleted {
+					return s.deleteMarker(gctx, user, tk, e.Version)
 				}
-				grows := expression.Name(schema.AttrPK).AttributeNotExists().
-					Or(expression.Name(schema.AttrVer).LessThan(expression.Value(ver)))
-				_, err := s.DB.PutItem(gctx, ddb.PutInput(s.Table, marker, ddb.MustBuild(expression.NewBuilder().WithCondition(grows))))
-				if err != nil && !ddb.IsConditionFailed(err) {
-					return fmt.Errorf("write a marker: %w", err)
-				}
-				return nil
+				return s.putMarker(gctx, user, tk, e.counted(), now)
 			})
 		}
 	}
@@ -159,6 +229,82 @@ func (s *Counts) finish(ctx context.Context, in intent, now time.Time) error {
 	}
 	s.finished.add(in.id)
 	return nil
+}
+
+// putMarker records the state counted for user's edge to the target
+// keyed tk, unless the marker already holds a newer one.
+func (s *Counts) putMarker(ctx context.Context, user, tk string, c reactions.Counted, now time.Time) error {
+	return s.setMarker(ctx, user, tk, c, now, false)
+}
+
+// setMarker is putMarker; same also replaces a marker at the same version
+// (a recompute rewriting one).
+func (s *Counts) setMarker(ctx context.Context, user, tk string, c reactions.Counted, now time.Time, same bool) error {
+	marker := map[string]types.AttributeValue{
+		schema.AttrPK:  ddb.S(schema.CountersAppliedPrefix + user),
+		schema.AttrSK:  ddb.S(tk),
+		schema.AttrVer: ddb.N(c.Version),
+	}
+	if c.Active {
+		marker[schema.AttrState] = ddb.S(string(reactions.Active))
+		marker[schema.AttrTrend] = &types.AttributeValueMemberBOOL{Value: c.Trend}
+		marker[schema.AttrCreatedAt] = ddb.S(ddb.FormatTime(c.Since))
+	} else {
+		marker[schema.AttrState] = ddb.S(string(reactions.Removed))
+		marker[schema.TTL] = ddb.N(now.Add(inactiveRetention).Unix())
+	}
+	older := expression.Name(schema.AttrVer).LessThan(expression.Value(c.Version))
+	if same {
+		older = expression.Name(schema.AttrVer).LessThanEqual(expression.Value(c.Version))
+	}
+	grows := expression.Name(schema.AttrPK).AttributeNotExists().Or(older)
+	_, err := s.DB.PutItem(ctx, ddb.PutInput(s.Table, marker, ddb.MustBuild(expression.NewBuilder().WithCondition(grows))))
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("write a marker: %w", err)
+	}
+	return nil
+}
+
+// deleteMarker deletes user's marker of the target keyed tk if it is
+// older than ver (the edge's deletion).
+func (s *Counts) deleteMarker(ctx context.Context, user, tk string, ver int64) error {
+	older := expression.Name(schema.AttrVer).LessThan(expression.Value(ver))
+	e := ddb.MustBuild(expression.NewBuilder().WithCondition(older))
+	_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.Table),
+		Key: map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(schema.CountersAppliedPrefix + user), schema.AttrSK: ddb.S(tk),
+		},
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("delete a marker: %w", err)
+	}
+	return nil
+}
+
+// decodeMarker reads a marker item: the edge it is of and the state
+// counted. A marker from before markers held states reads as counted
+// inactive (see the README's upgrade note: a recompute rewrites them).
+func decodeMarker(it map[string]types.AttributeValue) (reactions.Ref, reactions.Counted, error) {
+	var m struct {
+		PK    string `dynamodbav:"pk"`
+		SK    string `dynamodbav:"sk"`
+		Ver   int64  `dynamodbav:"ver"`
+		State string `dynamodbav:"state"`
+		Trend bool   `dynamodbav:"trend"`
+		Since string `dynamodbav:"created_at"`
+	}
+	if err := attributevalue.UnmarshalMap(it, &m); err != nil {
+		return reactions.Ref{}, reactions.Counted{}, fmt.Errorf("decode a marker: %w", err)
+	}
+	t, _ := parseTargetKey(m.SK)
+	ref := reactions.Ref{UserID: strings.TrimPrefix(m.PK, schema.CountersAppliedPrefix), Kind: t.Kind, TargetID: t.ID}
+	c := reactions.Counted{Version: m.Ver}
+	if m.State == string(reactions.Active) {
+		c.Active, c.Trend, c.Since = true, m.Trend, ddb.ParseTime(m.Since)
+	}
+	return ref, c, nil
 }
 
 // finishedIntentsKept bounds how many finished intent ids an instance

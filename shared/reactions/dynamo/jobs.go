@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/reactions"
@@ -83,6 +85,90 @@ func (s *Edges) ScanTargets(ctx context.Context, after reactions.Position) ([]re
 		}
 	}
 	return targets, position(out.LastEvaluatedKey), nil
+}
+
+// ScanEdges reads a page of every edge, whatever its state.
+func (s *Edges) ScanEdges(ctx context.Context, after reactions.Position) ([]reactions.Edge, reactions.Position, error) {
+	in := &dynamodb.ScanInput{TableName: aws.String(s.Table), Limit: aws.Int32(1000), ConsistentRead: aws.Bool(true)}
+	if after != nil {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{}
+		for k, v := range after {
+			in.ExclusiveStartKey[k] = ddb.S(v)
+		}
+	}
+	out, err := s.DB.Scan(ctx, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan edges: %w", err)
+	}
+	edges := make([]reactions.Edge, 0, len(out.Items))
+	for _, raw := range out.Items {
+		var it edgeItem
+		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+			return nil, nil, fmt.Errorf("decode an edge: %w", err)
+		}
+		edges = append(edges, it.edge())
+	}
+	return edges, position(out.LastEvaluatedKey), nil
+}
+
+// MarkCounted sets each edge's counter marker to the edge's state: what a
+// recompute, rewriting every count from the edges, makes the markers say
+// (a marker already past the edge's version is left alone).
+func (s *Counts) MarkCounted(ctx context.Context, edges []reactions.Edge, now time.Time) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(markerParallelism)
+	for _, e := range edges {
+		g.Go(func() error {
+			return s.setMarker(gctx, e.UserID, targetKey(e.Target()), e.Counted(), now, true)
+		})
+	}
+	return g.Wait()
+}
+
+// ScanMarkers reads a page of the markers counted active, with the edges
+// they are of.
+func (s *Counts) ScanMarkers(ctx context.Context, after reactions.Position) (map[reactions.Ref]reactions.Counted, reactions.Position, error) {
+	e := ddb.MustBuild(expression.NewBuilder().WithFilter(
+		expression.Name(schema.AttrPK).BeginsWith(schema.CountersAppliedPrefix).
+			And(expression.Name(schema.AttrState).Equal(expression.Value(string(reactions.Active))))))
+	in := &dynamodb.ScanInput{
+		TableName: aws.String(s.Table), Limit: aws.Int32(1000), ConsistentRead: aws.Bool(true),
+		FilterExpression: e.Filter(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	}
+	if after != nil {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			schema.AttrPK: ddb.S(after[schema.AttrPK]), schema.AttrSK: ddb.S(after[schema.AttrSK]),
+		}
+	}
+	out, err := s.DB.Scan(ctx, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan markers: %w", err)
+	}
+	markers := make(map[reactions.Ref]reactions.Counted, len(out.Items))
+	for _, raw := range out.Items {
+		ref, c, err := decodeMarker(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ref.Kind != "" {
+			markers[ref] = c
+		}
+	}
+	return markers, position(out.LastEvaluatedKey), nil
+}
+
+// ForgetMarker deletes the marker of an edge that no longer exists, if it
+// still holds the version read.
+func (s *Counts) ForgetMarker(ctx context.Context, ref reactions.Ref, ver int64) error {
+	e := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.Name(schema.AttrVer).Equal(expression.Value(ver))))
+	_, err := s.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.Table), Key: markerKey(ref),
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return fmt.Errorf("forget a marker: %w", err)
+	}
+	return nil
 }
 
 func position(last map[string]types.AttributeValue) reactions.Position {

@@ -11,7 +11,7 @@ import (
 
 func favoriteRun(user, target string, at time.Time) *edgeRun {
 	ref := reactions.Ref{UserID: user, Kind: reactions.Favorite, TargetID: target}
-	return &edgeRun{ref: ref, changes: []reactions.Change{{Ref: ref, Version: 1, Active: true, Delta: 1, At: at, Trend: true}}}
+	return &edgeRun{ref: ref, versions: []int64{1}, next: reactions.Change{Ref: ref, Version: 1, Active: true, Delta: 1, At: at, Trend: true, Since: at}}
 }
 
 // checkLimits fails unless every transaction stays within DynamoDB's item
@@ -48,7 +48,7 @@ func TestAHotTargetIsOneUnitInOneTransaction(t *testing.T) {
 		}
 		runs = append(runs, favoriteRun(fmt.Sprintf("u%d", i), target, at.Add(time.Duration(i)*time.Minute)))
 	}
-	txs := pack(coalesce(runs, map[reactions.Target]total{{Kind: reactions.Favorite, ID: "hot"}: {ver: 7}}))
+	txs := pack(coalesce(runs, map[reactions.Target]total{{Kind: reactions.Favorite, ID: "hot"}: {ver: 7}}, at))
 	checkLimits(t, txs)
 	edges, delta, hot := 0, int64(0), 0
 	for _, tx := range txs {
@@ -85,7 +85,7 @@ func TestAUnitSplitsOnlyWhenOneTransactionCannotHoldIt(t *testing.T) {
 	}
 	for name, runs := range cases {
 		target := runs[0].ref.Target()
-		txs := pack(coalesce(runs, map[reactions.Target]total{target: {ver: 3}}))
+		txs := pack(coalesce(runs, map[reactions.Target]total{target: {ver: 3}}, at))
 		checkLimits(t, txs)
 		if len(txs) != 2 {
 			t.Fatalf("%s: %d transactions, want 2", name, len(txs))

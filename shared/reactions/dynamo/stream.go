@@ -66,5 +66,11 @@ func ChangeFromRecord(rec events.DynamoDBEventRecord) (reactions.Change, bool, e
 	default:
 		c.Trend = before.trends()
 	}
+	if is {
+		c.Since = ddb.ParseTime(after.CreatedAt)
+		if c.Since.IsZero() {
+			c.Since = c.At
+		}
+	}
 	return c, true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rallyhq/rally/shared/streaks"
+	"github.com/rallyhq/rally/shared/streaks/internal/streakmodel"
 )
 
 // seedStreaks commits n random streaks: players in zones from UTC+14 to
@@ -40,7 +41,7 @@ func seedStreaks(t *testing.T, r rig, n int, base time.Time) []streaks.State {
 		at := base.Add(-time.Duration(rng.Int64N(int64(3 * 24 * time.Hour)))).Truncate(time.Millisecond)
 		cur := 1 + rng.Int64N(5)
 		st := streaks.State{
-			UserID: user, Current: cur, Longest: cur + rng.Int64N(3), LastDate: streaks.DateIn(at, zone),
+			UserID: user, Current: cur, Longest: cur + rng.Int64N(3), LastDate: streakmodel.Date(at, zone),
 			ReachedAt: reached[rng.IntN(len(reached))], Timezone: zone, Region: regions[rng.IntN(len(regions))],
 			TotalPoints: rng.Int64N(1000), Version: 1 + rng.Int64N(4), UpdatedAt: at,
 		}
@@ -68,16 +69,19 @@ func seedStreaks(t *testing.T, r rig, n int, base time.Time) []streaks.State {
 	return states
 }
 
-// bruteTop ranks the streaks live at now the obvious way.
+// bruteTop ranks the streaks live at now the obvious way, by the rules
+// written out in streakmodel: live while the player was active today or
+// yesterday in their zone; the longer first, then the one reached
+// earlier, then the user id.
 func bruteTop(states []streaks.State, region string, n int, now time.Time) []streaks.Entry {
 	entries := []streaks.Entry{}
 	for _, st := range states {
-		if (region == "" || st.Region == region) && st.LiveAt(now) {
+		if (region == "" || st.Region == region) && streakmodel.Live(st.LastDate, st.Timezone, now) {
 			entries = append(entries, streaks.Entry{UserID: st.UserID, Streak: st.Current, ReachedAt: st.ReachedAt})
 		}
 	}
 	slices.SortFunc(entries, func(a, b streaks.Entry) int {
-		if streaks.Before(a, b) {
+		if streakmodel.Ahead(a.Streak, a.ReachedAt, a.UserID, b.Streak, b.ReachedAt, b.UserID) {
 			return -1
 		}
 		return 1
@@ -105,7 +109,7 @@ func TestTopAndLiveMatchABruteForceRanking(t *testing.T) {
 		now := base.Add(after)
 		live := 0
 		for _, st := range states {
-			if st.LiveAt(now) {
+			if streakmodel.Live(st.LastDate, st.Timezone, now) {
 				live++
 			}
 		}
@@ -152,7 +156,7 @@ func checkBoardsAt(t *testing.T, r rig, states []streaks.State, now time.Time) {
 	}
 	want := []streaks.State{}
 	for _, st := range states {
-		if st.LiveAt(now) {
+		if streakmodel.Live(st.LastDate, st.Timezone, now) {
 			want = append(want, st)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
+	"github.com/rallyhq/rally/shared/streaks/internal/streakmodel"
 	"github.com/rallyhq/rally/shared/streaks/mirror"
 )
 
@@ -68,7 +69,7 @@ func TestAStreakRebuildContinuesAcrossInvocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sorts before every seeded player: its page is read first.
-	latecomer := streaks.State{UserID: "AAA-late", Current: 9, Longest: 9, LastDate: streaks.DateIn(base, ""), ReachedAt: base,
+	latecomer := streaks.State{UserID: "AAA-late", Current: 9, Longest: 9, LastDate: streakmodel.Date(base, ""), ReachedAt: base,
 		Region: "eu", Version: 1, UpdatedAt: base}
 	for runs := 0; job.State == jobs.Running; runs++ {
 		if runs > 30 {

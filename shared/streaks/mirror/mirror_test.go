@@ -17,6 +17,7 @@ import (
 	"github.com/rallyhq/rally/shared/cachegen"
 	"github.com/rallyhq/rally/shared/schema"
 	"github.com/rallyhq/rally/shared/streaks"
+	"github.com/rallyhq/rally/shared/streaks/internal/streakmodel"
 	"github.com/rallyhq/rally/shared/streaks/mirror"
 )
 
@@ -53,8 +54,10 @@ var (
 	regions = []string{"", "eu", "na", "apac"}
 )
 
-// world plays random players' activities through streaks.Apply, the
-// production rules, and keeps every state version it produced.
+// world plays random players' activities by the streak rules written out
+// in streakmodel (not streaks.Apply: the boards are checked against the
+// rules, not against the code that shares them), and keeps every state
+// version it produced.
 type world struct {
 	rng     *rand.Rand
 	players []*player
@@ -63,6 +66,7 @@ type world struct {
 
 type player struct {
 	st        streaks.State
+	streak    streakmodel.Streak
 	zone      string
 	diligence float64 // chance to be active in a step
 }
@@ -81,8 +85,10 @@ func newWorld(seed uint64, n int) *world {
 
 // act records an activity of p at at; now and then the player moves region.
 func (w *world) act(p *player, at time.Time) streaks.State {
-	next, _ := streaks.Apply(p.st, streaks.Day{}, streaks.Activity{Type: streaks.DailyOpen, Source: streaks.Web, Timezone: p.zone, At: at})
-	next.PrevRegion = ""
+	p.streak.Play(at, p.zone)
+	next := p.st
+	next.Current, next.Longest, next.LastDate, next.ReachedAt = p.streak.Current, p.streak.Longest, p.streak.Last, p.streak.ReachedAt
+	next.Timezone, next.UpdatedAt, next.Version, next.PrevRegion = p.zone, at, next.Version+1, ""
 	if w.rng.IntN(15) == 0 {
 		next.PrevRegion = next.Region
 		for next.Region == next.PrevRegion {
@@ -110,11 +116,12 @@ func (w *world) step(now time.Time) []streaks.State {
 	return out
 }
 
-// live is what Store.Live would page through at now.
+// live is what Store.Live would page through at now: the streaks whose
+// player was active today or yesterday in their zone.
 func (w *world) live(now time.Time) []streaks.State {
 	var out []streaks.State
 	for _, p := range w.players {
-		if p.st.Version > 0 && p.st.LiveAt(now) {
+		if streakmodel.Live(p.streak.Last, p.zone, now) {
 			out = append(out, p.st)
 		}
 	}
@@ -122,15 +129,18 @@ func (w *world) live(now time.Time) []streaks.State {
 }
 
 // want is the board by brute force: the live streaks in the region (all
-// for ""), sorted by streaks.Before.
+// for ""), longer first, then reached earlier, then by user id.
 func (w *world) want(region string, now time.Time) []streaks.Entry {
 	var out []streaks.Entry
-	for _, st := range w.live(now) {
-		if region == "" || st.Region == region {
-			out = append(out, streaks.Entry{UserID: st.UserID, Streak: st.Current, ReachedAt: st.ReachedAt})
+	for _, p := range w.players {
+		if streakmodel.Live(p.streak.Last, p.zone, now) && (region == "" || p.st.Region == region) {
+			out = append(out, streaks.Entry{UserID: p.st.UserID, Streak: p.streak.Current, ReachedAt: p.streak.ReachedAt})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return streaks.Before(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return streakmodel.Ahead(a.Streak, a.ReachedAt, a.UserID, b.Streak, b.ReachedAt, b.UserID)
+	})
 	for i := range out {
 		out[i].Rank = i + 1
 	}
