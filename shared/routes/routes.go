@@ -70,6 +70,42 @@ type Uses struct {
 	// Invokes is true when the function invokes the stream processors
 	// (a redrive).
 	Invokes bool
+	// Documents is what the function does with the export documents in
+	// the exports bucket (shared/exports); 0 means nothing.
+	Documents Documents
+}
+
+// Documents is a set of things a function does with the export documents
+// in the exports bucket. The CDK stack grants the S3 actions of each, on
+// the documents' prefix only, and tells the function the bucket.
+type Documents uint8
+
+// What a function does with export documents.
+const (
+	// LinkDocuments signs links that read a document (a presigned GET:
+	// the link carries the signer's permission).
+	LinkDocuments Documents = 1 << iota
+	// WriteDocuments writes a document's chunks, joins them into the
+	// document and deletes the chunks.
+	WriteDocuments
+	// EraseDocuments lists a user's documents and deletes them.
+	EraseDocuments
+)
+
+// S3 lists d's S3 actions on the documents' objects, and whether d lists
+// the bucket, in a fixed order.
+func (d Documents) S3() (objects []string, list bool) {
+	if d&LinkDocuments != 0 {
+		objects = append(objects, "s3:GetObject")
+	}
+	if d&WriteDocuments != 0 {
+		objects = append(objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+	}
+	if d&EraseDocuments != 0 {
+		objects = append(objects, "s3:DeleteObject")
+	}
+	slices.Sort(objects)
+	return slices.Compact(objects), d&EraseDocuments != 0
 }
 
 // Tables lists every table u calls, each once, in the order of Calls.
@@ -411,6 +447,71 @@ var (
 	}
 )
 
+// A user's own data (exports). Asking reads the user's erasure record (an
+// erased or erasing user is refused) and their pending export (asked
+// again, it is the answer); the export processor writes the document.
+var (
+	exportRequest = Uses{Calls: []Call{On(schema.Erasures, GetItem), On(schema.Exports, Query|PutItem)}}
+	exportStatus  = Uses{Calls: []Call{On(schema.Exports, GetItem)}, Documents: LinkDocuments}
+
+	ExportUser = Route{
+		Method: "POST", Path: "/v1/users/{user_id}/export", Function: "export-user", Feature: Privacy, Auth: Player, Budget: ExportBudget,
+		Summary: "Export everything Rally holds about the caller, as one JSON document",
+		Uses:    exportRequest,
+	}
+	// ExportUserByService is operator-only (DESIGN, Roles).
+	ExportUserByService = Route{
+		Method: "POST", Path: "/v1/ops/users/{user_id}/export", Function: "export-user", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Summary: "Export everything Rally holds about a user, as one JSON document",
+		Uses:    exportRequest,
+	}
+	ExportStatus = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/exports/{export_id}", Function: "export-status", Feature: Privacy, Auth: Player, Budget: ReadBudget,
+		Summary: "Whether the caller's export is ready, and a link to its document",
+		Uses:    exportStatus,
+	}
+	// ExportStatusByService is operator-only (DESIGN, Roles).
+	ExportStatusByService = Route{
+		Method: "GET", Path: "/v1/ops/users/{user_id}/exports/{export_id}", Function: "export-status", Feature: Privacy, Auth: Service, Budget: ServiceBudget,
+		Summary: "Whether a user's export is ready, and a link to its document",
+		Uses:    exportStatus,
+	}
+)
+
+// ExportProcessor writes exports: started by the Exports stream, it
+// continues each export after every checkpoint it leaves (the stream
+// hands it the record again), and its tick resumes any export a crash or
+// a failure left. It reads every feature's items of the user.
+var ExportProcessor = Processor{
+	Function: "export-processor",
+	Feature:  Privacy,
+	Source:   schema.Exports,
+	Summary:  "Writes each user's export, a part per feature, across invocations: checkpointed, leased, resumed on a schedule",
+	Uses: Uses{
+		Calls: []Call{
+			On(schema.Exports, GetItem|UpdateItem), OnIndex(schema.Exports, schema.IndexExportsPending, Query),
+			// An erased or erasing user's export is abandoned; the
+			// erasure record itself is a part of the document.
+			On(schema.Erasures, GetItem),
+			On(schema.Accounts, GetItem),
+			On(schema.Players, GetItem),
+			On(schema.Reactions, Query),
+			On(schema.Leaderboards, Scan), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query), On(schema.Scores, BatchGetItem),
+			On(schema.ScoreEvents, Query),
+			On(schema.Streaks, GetItem), On(schema.Activity, Query),
+		},
+		Documents: WriteDocuments,
+	},
+	BatchSize:    10,
+	BatchWindow:  0,
+	MaxRetries:   3,
+	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
+	// Exports are rare, each leased to one run: a burst waits its turn
+	// rather than take the read capacity the game needs.
+	Reserved: 5,
+}
+
 // ErasureProcessor carries out erasures: started by the Erasures stream,
 // and on every tick it resumes any erasure still pending (one a crash
 // interrupted, or one waiting for a processor to catch up).
@@ -418,7 +519,7 @@ var ErasureProcessor = Processor{
 	Function: "erasure-processor",
 	Feature:  Privacy,
 	Source:   schema.Erasures,
-	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, Redis",
+	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, exports, Redis",
 	Uses: Uses{
 		Calls: []Call{
 			On(schema.Erasures, GetItem|UpdateItem), OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
@@ -435,8 +536,11 @@ var ErasureProcessor = Processor{
 			On(schema.Accounts, DeleteItem),
 			// It deletes a user's analytics secret and reads none.
 			On(schema.AnalyticsSecrets, DeleteItem),
+			// A user's exports: their records and documents.
+			On(schema.Exports, Query|BatchWriteItem),
 		},
-		Redis: true,
+		Redis:     true,
+		Documents: EraseDocuments,
 	},
 	BatchSize:    10,
 	BatchWindow:  0,
@@ -552,6 +656,7 @@ func All() []Route {
 		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, RemovePlayerScore, BanPlayer, UnbanPlayer, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
+		ExportUser, ExportUserByService, ExportStatus, ExportStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
 	)
 }
@@ -601,7 +706,7 @@ func Processors() []Processor {
 	return []Processor{
 		CounterProcessor, LeaderboardProcessor, StreakProcessor,
 		AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
-		ErasureProcessor, JobRunner,
+		ErasureProcessor, JobRunner, ExportProcessor,
 	}
 }
 
@@ -731,6 +836,7 @@ func UsesOf(function string) (u Uses, ok bool) {
 		u.Analytics = u.Analytics || v.Analytics
 		u.Processors = u.Processors || v.Processors
 		u.Invokes = u.Invokes || v.Invokes
+		u.Documents |= v.Documents
 	}
 	for _, r := range All() {
 		if r.Function == function {

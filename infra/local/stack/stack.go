@@ -48,6 +48,8 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/exports"
+	"github.com/rallyhq/rally/shared/exports/objects"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -348,6 +350,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", s.cors.Wrap(s.localAPI()))
+	mux.Handle("GET "+objects.LinkPath+exports.Prefix, s.exportLinks())
 	mux.Handle("/openapi.json", s.cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.Handle("/docs", s.docs)
 	mux.Handle("/docs/", s.docs)
@@ -460,6 +463,9 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.Tracing = false
 	cfg.FirehoseStream = ""
 	cfg.AnalyticsDir = filepath.Join(s.stateDir, "analytics")
+	// Export documents are files under <state>/exports, linked through
+	// /_local/exports (exportLinks).
+	cfg.ExportBucket, cfg.ExportsDir, cfg.ExportLinks = "", s.stateDir, s.url
 	// The stack serves Lambda's Invoke API for the functions that invoke
 	// others (a redrive), under the declared names.
 	cfg.LambdaEndpoint = s.url

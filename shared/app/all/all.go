@@ -10,6 +10,8 @@ import (
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+	"github.com/rallyhq/rally/shared/exports"
+	exportsbind "github.com/rallyhq/rally/shared/exports/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/jobs"
@@ -31,7 +33,7 @@ func Features() []app.Feature {
 	return []app.Feature{
 		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
 		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters, opsbind.Operations,
-		Jobs,
+		Jobs, exportsbind.Exports, Export,
 	}
 }
 
@@ -57,11 +59,35 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			&ratelimit.Eraser{Limiter: d.Limiter(), Budgets: playerBudgets()},
 			&accounts.Eraser{Store: d.Accounts()},
 			playersbind.Eraser(d),
+			exportsbind.Eraser(d),
 			analyticsbind.Eraser(d),
 		},
 		Clock:   d.Clock,
 		Log:     d.Log,
 		Metrics: d.Metrics,
+	}
+}
+
+// Export binds the export processor, which reads every feature's part of
+// a user.
+var Export = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Handlers {
+	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.ExportProcessor.Function: ExportJob(d).Process}}
+}}
+
+// ExportJob is the job behind the export processor, with every feature's
+// parts in the order the document holds them. A feature's new part joins
+// this list.
+func ExportJob(d *app.Deps) *exports.Job {
+	var parts []exports.Part
+	parts = append(parts, &accounts.Export{Store: d.Accounts()})
+	parts = append(parts, playersbind.Exports(d)...)
+	parts = append(parts, reactionsbind.Exports(d)...)
+	parts = append(parts, leaderboardsbind.Exports(d)...)
+	parts = append(parts, streaksbind.Exports(d)...)
+	parts = append(parts, &privacy.Export{Records: privacybind.Records(d)})
+	return &exports.Job{
+		Records: exportsbind.Records(d), Erasures: privacybind.Records(d), Documents: exportsbind.Documents(d),
+		Parts: parts, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics, Owner: jobs.NewID(),
 	}
 }
 
