@@ -159,7 +159,7 @@ func benchColdstart(ctx context.Context, env *Env) (Section, error) {
 	for _, s := range tl.tpl.Secrets(local) {
 		secrets[s.ARN] = s.Value
 	}
-	endpoints := binaries.Direct{DynamoDB: env.DynamoDB.Endpoint(), Secrets: secrets, AnalyticsDir: out}
+	endpoints := binaries.Direct{DynamoDB: env.DynamoDB.Endpoint(), Secrets: secrets, AnalyticsDir: out, ExportsDir: out}
 
 	size := func(name string) (float64, error) {
 		st, err := os.Stat(filepath.Join(out, name))

@@ -112,6 +112,9 @@ type Direct struct {
 	Secrets map[string]string
 	// AnalyticsDir receives the analytics export in place of Firehose.
 	AnalyticsDir string
+	// ExportsDir holds export documents in place of the exports bucket,
+	// linked through Lambda (the local stack's URL, which serves them).
+	ExportsDir string
 	// ServiceRoles are added to each RALLY_SERVICE_ROLES: the local
 	// callers the local stack admits besides the template's roles.
 	ServiceRoles []string
@@ -144,7 +147,25 @@ func (d Direct) Environ(fn template.Function) (map[string]string, error) {
 	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(d.ServiceRoles) > 0 {
 		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), d.ServiceRoles...), ",")
 	}
+	if err := localExports(env, fn.Name, d.ExportsDir, d.Lambda); err != nil {
+		return nil, err
+	}
 	return env, nil
+}
+
+// localExports points a function given the exports bucket at the local
+// stack's exports directory instead (the local stack keeps no buckets),
+// its links at the stack, which serves them.
+func localExports(env map[string]string, fn, dir, stackURL string) error {
+	if _, ok := env["RALLY_EXPORT_BUCKET"]; !ok {
+		return nil
+	}
+	if dir == "" {
+		return fmt.Errorf("binaries: %s writes export documents, but the local stack gave no exports directory", fn)
+	}
+	delete(env, "RALLY_EXPORT_BUCKET")
+	env["RALLY_EXPORTS_DIR"], env["RALLY_EXPORT_LINKS"] = dir, stackURL
+	return nil
 }
 
 // Caller registers a function with the local AWS endpoint
@@ -164,6 +185,9 @@ type Checked struct {
 	AWS Caller
 	// ServiceRoles are added to each RALLY_SERVICE_ROLES, as in Direct.
 	ServiceRoles []string
+	// ExportsDir and StackURL stand in for the exports bucket, as in
+	// Direct.
+	ExportsDir, StackURL string
 }
 
 // Environ implements Endpoints.
@@ -174,6 +198,9 @@ func (c Checked) Environ(fn template.Function) (map[string]string, error) {
 	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
 	if roles, ok := env["RALLY_SERVICE_ROLES"]; ok && len(c.ServiceRoles) > 0 {
 		env["RALLY_SERVICE_ROLES"] = strings.Join(append(strings.Split(roles, ","), c.ServiceRoles...), ",")
+	}
+	if err := localExports(env, fn.Name, c.ExportsDir, c.StackURL); err != nil {
+		return nil, err
 	}
 	return env, nil
 }
@@ -213,8 +240,11 @@ type Stack struct {
 	Tables schema.Names `json:"tables"`
 	// AnalyticsDir is the analytics export's directory (absolute).
 	AnalyticsDir string `json:"analytics_dir"`
-	Region       string `json:"region"`
-	AccountID    string `json:"account_id"`
+	// ExportsDir holds the export documents (absolute: the state
+	// directory, documents under exports/).
+	ExportsDir string `json:"exports_dir"`
+	Region     string `json:"region"`
+	AccountID  string `json:"account_id"`
 	// ServiceRoles are the local callers admitted besides the template's
 	// roles.
 	ServiceRoles []string `json:"service_roles"`
@@ -266,7 +296,7 @@ func (s Stack) Endpoints(tpl *template.Template) Endpoints {
 	for _, sec := range tpl.Secrets(s.Local()) {
 		secrets[sec.ARN] = sec.Value
 	}
-	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, ServiceRoles: s.ServiceRoles}
+	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, ExportsDir: s.ExportsDir, ServiceRoles: s.ServiceRoles}
 }
 
 // Options configures a Set.

@@ -375,12 +375,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // runs and served at GET /_local/endpoints.
 func (s *Stack) Endpoints() binaries.Stack {
 	analytics, _ := filepath.Abs(filepath.Join(s.stateDir, "analytics"))
+	state, _ := filepath.Abs(s.stateDir)
 	roles := s.opts.ServiceRoles
 	if roles == nil {
 		roles = DefaultServiceRoles
 	}
 	return binaries.Stack{
-		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics,
+		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics, ExportsDir: state,
 		Region: Region, AccountID: authorizer.AccountID, ServiceRoles: roles, PID: os.Getpid(),
 	}
 }
@@ -609,7 +610,7 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 		}
 	}
 	if s.binaries, err = binaries.NewSet(binaries.Options{
-		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, ServiceRoles: local.ServiceRoles},
+		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, ServiceRoles: local.ServiceRoles, ExportsDir: local.ExportsDir, StackURL: s.url},
 		Region: Region, AccountID: authorizer.AccountID, MaxInstances: b.Instances, Log: s.opts.Log,
 	}); err != nil {
 		return fmt.Errorf("stack: %w", err)
