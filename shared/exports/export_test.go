@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -322,7 +321,7 @@ func (m *model) document(t *testing.T) map[string]any {
 	for _, k := range keys {
 		scores = append(scores, *m.scores[k])
 	}
-	matches := slices.Clone(m.matches)
+	matches := append([]match{}, m.matches...)
 	sort.Slice(matches, func(i, j int) bool {
 		if matches[i].LeaderboardID != matches[j].LeaderboardID {
 			return matches[i].LeaderboardID < matches[j].LeaderboardID

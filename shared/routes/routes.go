@@ -448,10 +448,11 @@ var (
 )
 
 // A user's own data (exports). Asking reads the user's erasure record (an
-// erased or erasing user is refused) and their pending export (asked
-// again, it is the answer); the export processor writes the document.
+// erasing user is refused, and an erased one unless Rally saw them since:
+// their first-seen time) and their pending export (asked again, it is the
+// answer); the export processor writes the document.
 var (
-	exportRequest = Uses{Calls: []Call{On(schema.Erasures, GetItem), On(schema.Exports, Query|PutItem)}}
+	exportRequest = Uses{Calls: []Call{On(schema.Erasures, GetItem), On(schema.Accounts, GetItem), On(schema.Exports, Query|PutItem)}}
 	exportStatus  = Uses{Calls: []Call{On(schema.Exports, GetItem)}, Documents: LinkDocuments}
 
 	ExportUser = Route{

@@ -16,15 +16,20 @@ import (
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/jobs"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
+	leaderboardsdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	opsbind "github.com/rallyhq/rally/shared/ops/bind"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
+	playersdynamo "github.com/rallyhq/rally/shared/players/dynamo"
 	"github.com/rallyhq/rally/shared/privacy"
 	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/reactions"
 	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+	reactionsdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	streaksbind "github.com/rallyhq/rally/shared/streaks/bind"
+	streaksdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -78,13 +83,20 @@ var Export = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Handl
 // parts in the order the document holds them. A feature's new part joins
 // this list.
 func ExportJob(d *app.Deps) *exports.Job {
-	var parts []exports.Part
-	parts = append(parts, &accounts.Export{Store: d.Accounts()})
-	parts = append(parts, playersbind.Exports(d)...)
-	parts = append(parts, reactionsbind.Exports(d)...)
-	parts = append(parts, leaderboardsbind.Exports(d)...)
-	parts = append(parts, streaksbind.Exports(d)...)
-	parts = append(parts, &privacy.Export{Records: privacybind.Records(d)})
+	players, edges, scores, streaks := playersbind.Store(d), reactionsbind.Edges(d), leaderboardsbind.Scores(d), streaksbind.Store(d)
+	parts := []exports.Part{
+		&accounts.Export{Store: d.Accounts()},
+		playersdynamo.ProfileExport{Players: players},
+		playersdynamo.FriendsExport{Players: players},
+		reactionsdynamo.Export{Edges: edges, Kind: reactions.Favorite},
+		reactionsdynamo.Export{Edges: edges, Kind: reactions.Like},
+		leaderboardsdynamo.ScoresExport{Scores: scores},
+		leaderboardsdynamo.MatchesExport{Definitions: leaderboardsbind.Definitions(d), Scores: scores},
+		streaksdynamo.StreakExport{Store: streaks},
+		streaksdynamo.ActivityExport{Store: streaks},
+		streaksdynamo.PointsExport{Store: streaks},
+		&privacy.Export{Records: privacybind.Records(d)},
+	}
 	return &exports.Job{
 		Records: exportsbind.Records(d), Erasures: privacybind.Records(d), Documents: exportsbind.Documents(d),
 		Parts: parts, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics, Owner: jobs.NewID(),

@@ -62,8 +62,8 @@ type unconfigured struct{}
 
 func (unconfigured) Put(context.Context, string, []byte) error    { return errUnconfigured }
 func (unconfigured) Join(context.Context, string, []string) error { return errUnconfigured }
-func (unconfigured) Delete(context.Context, ...string) error      { return errUnconfigured }
-func (unconfigured) DeletePrefix(context.Context, string) error   { return errUnconfigured }
+func (unconfigured) Delete(context.Context, ...string) error      { return nil }
+func (unconfigured) DeletePrefix(context.Context, string) error   { return nil }
 func (unconfigured) Link(context.Context, string, time.Time) (string, error) {
 	return "", errUnconfigured
 }

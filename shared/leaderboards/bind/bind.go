@@ -7,7 +7,6 @@ import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/cachegen"
-	"github.com/rallyhq/rally/shared/exports"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/leaderboards"
@@ -86,13 +85,4 @@ func Mirror(d *app.Deps, gen *cachegen.Tracker) *mirror.Mirror {
 func Jobs(d *app.Deps) jobs.Tasks {
 	j := &leaderboards.Jobs{Defs: Definitions(d), Scores: Scores(d), Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return j.Tasks()
-}
-
-// Exports are the player's scores in every period and their recorded
-// matches, in their export.
-func Exports(d *app.Deps) []exports.Part {
-	return []exports.Part{
-		dynamo.ScoresExport{Scores: Scores(d)},
-		dynamo.MatchesExport{Definitions: Definitions(d), Scores: Scores(d)},
-	}
 }

@@ -5,7 +5,6 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
-	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/players"
 	"github.com/rallyhq/rally/shared/players/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
@@ -29,8 +28,3 @@ func Store(d *app.Deps) *dynamo.Players {
 
 // Eraser erases a player's profile and friend-list entries.
 func Eraser(d *app.Deps) *players.Eraser { return &players.Eraser{Store: Store(d)} }
-
-// Exports are the player's profile and friend list in their export.
-func Exports(d *app.Deps) []exports.Part {
-	return []exports.Part{dynamo.ProfileExport{Players: Store(d)}, dynamo.FriendsExport{Players: Store(d)}}
-}

@@ -7,7 +7,6 @@ import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/cachegen"
-	"github.com/rallyhq/rally/shared/exports"
 	freshnessbind "github.com/rallyhq/rally/shared/freshness/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/jobs"
@@ -96,12 +95,4 @@ func Jobs(d *app.Deps) jobs.Tasks {
 
 func rebuilds(d *app.Deps, m *mirror.Mirror) *reactions.Jobs {
 	return &reactions.Jobs{Edges: Edges(d), Counts: Counts(d), Mirror: m, Clock: d.Clock, Settle: d.Config.ReconcileSettle}
-}
-
-// Exports are the user's favorites and likes in their export.
-func Exports(d *app.Deps) []exports.Part {
-	return []exports.Part{
-		dynamo.Export{Edges: Edges(d), Kind: reactions.Favorite},
-		dynamo.Export{Edges: Edges(d), Kind: reactions.Like},
-	}
 }

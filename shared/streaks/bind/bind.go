@@ -5,7 +5,6 @@ package bind
 
 import (
 	"context"
-	"github.com/rallyhq/rally/shared/exports"
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
@@ -76,10 +75,4 @@ func Eraser(d *app.Deps) *streaks.Eraser {
 func Jobs(d *app.Deps) jobs.Tasks {
 	j := &streaks.Jobs{Store: Store(d), Cache: mirror.New(d.Redis, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return j.Tasks()
-}
-
-// Exports are the player's streak, activity and daily points in their
-// export.
-func Exports(d *app.Deps) []exports.Part {
-	return []exports.Part{dynamo.StreakExport{Store: Store(d)}, dynamo.ActivityExport{Store: Store(d)}, dynamo.PointsExport{Store: Store(d)}}
 }
