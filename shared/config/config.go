@@ -226,7 +226,7 @@ func FromEnv() (Config, error) {
 	if err := tablesNamed(c); err != nil {
 		return c, err
 	}
-	if uses, ok := routes.UsesOf(c.Function); ok && uses.Documents != 0 && !c.Local() && c.ExportBucket == "" {
+	if uses, ok := routes.UsesOf(c.Function); ok && uses.Documents != 0 && !c.Local() && c.ExportBucket == "" && c.ExportsDir == "" {
 		return c, fmt.Errorf("config: %s uses export documents, but RALLY_EXPORT_BUCKET (the exports bucket) is not set", c.Function)
 	}
 	return c, nil
