@@ -46,8 +46,6 @@ var grantedForRarePaths = map[string]string{
 	"dlq-archiver reads the Erasures stream":    parkedOnly,
 	"dlq-archiver reads the Jobs stream":        parkedOnly,
 	"dlq-archiver reads the Exports stream":     parkedOnly,
-	"export-user GetItem on Accounts": "an export of a user erased before asks when Rally last saw them " +
-		"(the exports tests make one); the scenario's players are not erased before they export",
 
 	"favorite-game DeleteItem on Idempotency": releasedOnFailure,
 	"toggle-like DeleteItem on Idempotency":   releasedOnFailure,
