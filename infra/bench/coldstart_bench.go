@@ -171,8 +171,8 @@ func benchColdstart(ctx context.Context, env *Env) (Section, error) {
 		return Section{}, err
 	}
 	defer sm.Close()
-	deployed := binaries.Checked{AWS: sm}
-	direct := binaries.Direct{DynamoDB: env.DynamoDB.Endpoint(), Secrets: secrets, AnalyticsDir: out}
+	deployed := binaries.Checked{AWS: sm, ExportsDir: out}
+	direct := binaries.Direct{DynamoDB: env.DynamoDB.Endpoint(), Secrets: secrets, AnalyticsDir: out, ExportsDir: out}
 
 	size := func(name string) (float64, error) {
 		st, err := os.Stat(filepath.Join(out, name))

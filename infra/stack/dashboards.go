@@ -11,6 +11,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/routes"
@@ -163,6 +164,8 @@ func (v *featureView) rows(props ObservabilityProps) [][]awscloudwatch.IWidget {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("Oldest pending erasure (s)", []awscloudwatch.IMetric{totalMetric(privacy.MetricOldestPendingAge, "Maximum")},
 				annotation("alarm", OldestPendingErasureThreshold.Seconds())),
+			graph("Oldest pending export (s)", []awscloudwatch.IMetric{totalMetric(exports.MetricOldestPendingAge, "Maximum")},
+				annotation("alarm", OldestPendingExportThreshold.Seconds())),
 		})
 	case routes.Operations:
 		rows = append(rows, []awscloudwatch.IWidget{

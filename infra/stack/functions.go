@@ -44,6 +44,7 @@ type FunctionsProps struct {
 	Data         *Data
 	Cache        *Cache
 	Analytics    *Analytics
+	Exports      *Exports
 	LogRetention awslogs.RetentionDays
 	Protect      bool
 	// Reserved is the reserved concurrency of the processors and
@@ -182,6 +183,7 @@ func unionUses(a, b routes.Uses) routes.Uses {
 		Redis:     a.Redis || b.Redis,
 		Secrets:   routes.MergeSecrets(a.Secrets, b.Secrets),
 		Analytics: a.Analytics || b.Analytics,
+		Documents: a.Documents | b.Documents,
 	}
 }
 
@@ -296,6 +298,7 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 	if s.uses.Analytics {
 		props.Analytics.GrantPutRecords(fn)
 	}
+	props.Exports.grant(fn, s.uses.Documents)
 	for _, t := range s.uses.Streams {
 		props.Data.Table(t).GrantStream(fn, *jsii.Strings(routes.StreamReadActions...)...)
 	}

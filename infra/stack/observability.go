@@ -20,6 +20,7 @@ import (
 
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
@@ -87,6 +88,11 @@ const DegradedReadsPeriods = 3
 // catch up), so an hour means a part keeps failing, long before any
 // deadline to erase by.
 const OldestPendingErasureThreshold = time.Hour
+
+// OldestPendingExportThreshold is how long a user's export may stay
+// pending: one is written within minutes (a run of 20,000 items a
+// continuation), so an hour means its runs keep failing.
+const OldestPendingExportThreshold = time.Hour
 
 // OldestRunningJobThreshold is how long a job (rebuild, reconcile,
 // recompute) may run: each resumes from its checkpoint, and the largest
@@ -255,6 +261,8 @@ func NewObservability(scope constructs.Construct, id string, props Observability
 			"something lost or misapplied writes; its job report names examples")
 	alarm("OldestPendingErasure", total(privacy.MetricOldestPendingAge, "Maximum"), OldestPendingErasureThreshold.Seconds(), 1,
 		"An erasure has been pending for more than "+OldestPendingErasureThreshold.String()+": see the erasure-processor's logs for the part that fails")
+	alarm("OldestPendingExport", total(exports.MetricOldestPendingAge, "Maximum"), OldestPendingExportThreshold.Seconds(), 1,
+		"A user's export has been pending for more than "+OldestPendingExportThreshold.String()+": see the export-processor's logs for the run that fails")
 	alarm("OldestRunningJob", total(MetricOldestRunningJobAge, "Maximum"), OldestRunningJobThreshold.Seconds(), 1,
 		"A job has been running for more than "+OldestRunningJobThreshold.String()+": it stopped progressing from its checkpoint")
 	for _, consumer := range props.Functions.Consumers() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/stack"
 	"github.com/rallyhq/rally/shared/api"
+	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/routes"
@@ -179,6 +180,8 @@ func TestAlarmsWatchTheAPIThrottlesAndWhatRallyHandlesQuietly(t *testing.T) {
 		expect("drift", findAlarm(as, obs.Namespace, stack.MetricDrift, none), 1, 1, "Sum")
 		expect("the oldest pending erasure", findAlarm(as, obs.Namespace, privacy.MetricOldestPendingAge, none),
 			stack.OldestPendingErasureThreshold.Seconds(), 1, "Maximum")
+		expect("the oldest pending export", findAlarm(as, obs.Namespace, exports.MetricOldestPendingAge, none),
+			stack.OldestPendingExportThreshold.Seconds(), 1, "Maximum")
 		expect("the oldest running job", findAlarm(as, obs.Namespace, stack.MetricOldestRunningJobAge, none),
 			stack.OldestRunningJobThreshold.Seconds(), 1, "Maximum")
 		// Route metrics exist only if the stage publishes them.

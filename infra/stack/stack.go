@@ -131,6 +131,7 @@ type Stack struct {
 	Data          *Data
 	Cache         *Cache
 	Analytics     *Analytics
+	Exports       *Exports
 	Functions     *Functions
 	API           *API
 	Processors    *Processors
@@ -165,6 +166,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		LogRetention: props.LogRetention,
 		Protect:      props.Protect,
 	})
+	s.Exports = NewExports(s.Stack, "Exports", ExportsProps{AccessLogs: s.Analytics.AccessLogs})
 	s.Functions = NewFunctions(s.Stack, "Functions", FunctionsProps{
 		Stage:        props.Stage,
 		BuildDir:     props.BuildDir,
@@ -174,6 +176,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Data:         s.Data,
 		Cache:        s.Cache,
 		Analytics:    s.Analytics,
+		Exports:      s.Exports,
 		LogRetention: props.LogRetention,
 		Protect:      props.Protect,
 		Reserved:     Reserved(props),

@@ -196,3 +196,39 @@ func (e *Eraser) Erase(ctx context.Context, user string) (done bool, err error) 
 	e.Store.forget(user)
 	return true, nil
 }
+
+// Export is the player's account in their export: when Rally first saw
+// them, or null when it never did (a part of shared/exports, a Single).
+type Export struct {
+	Store *Store
+}
+
+// ExportedAccount is the player's account in their export.
+type ExportedAccount struct {
+	FirstSeen time.Time `json:"first_seen"`
+}
+
+// Name implements exports.Part.
+func (e *Export) Name() string { return "account" }
+
+// Single implements exports.Single.
+func (e *Export) Single() {}
+
+// Export implements exports.Part. It reads the table, not the caches: the
+// export says what Rally keeps.
+func (e *Export) Export(ctx context.Context, user, _ string, _ int) ([]any, string, error) {
+	out, err := e.Store.DB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(e.Store.Table), Key: key(user), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("accounts: export: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, "", nil
+	}
+	t, err := firstSeen(out.Item)
+	if err != nil {
+		return nil, "", err
+	}
+	return []any{ExportedAccount{FirstSeen: t}}, "", nil
+}

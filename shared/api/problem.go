@@ -59,7 +59,10 @@ func ProblemTypes() []ProblemType {
 	for _, k := range kinds {
 		out = append(out, ProblemType{URI: ProblemTypePrefix + k.slug, Status: k.status, Title: k.title})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Status < out[j].Status })
+	for _, sp := range errs.Specifics() {
+		out = append(out, ProblemType{URI: ProblemTypePrefix + sp.Slug, Status: kinds[sp.Kind].status, Title: sp.Title})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Status < out[j].Status })
 	return out
 }
 
@@ -75,6 +78,11 @@ func ProblemFor(err error) Response {
 		if kind != errs.Internal {
 			p.Detail = e.Detail
 			p.Errors = e.Fields
+		}
+		for _, sp := range errs.Specifics() {
+			if sp.Slug == e.Specific && sp.Kind == kind {
+				p.Type, p.Title = ProblemTypePrefix+sp.Slug, sp.Title
+			}
 		}
 		if e.RetryAfter > 0 {
 			// Whole seconds, rounded up: never earlier than the budget allows.

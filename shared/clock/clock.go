@@ -29,6 +29,9 @@ type Settable struct {
 	// changes are the offsets it had, from the wall-clock time each was
 	// set on, oldest first (for At).
 	changes []change
+	// stopped is the wall-clock time the clock stands at, once Stop was
+	// called (zero while it ticks).
+	stopped time.Time
 }
 
 type change struct {
@@ -43,14 +46,35 @@ func NewSettable() *Settable { return &Settable{} }
 func (s *Settable) Now() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return time.Now().UTC().Add(s.offset)
+	return s.wall().UTC().Add(s.offset)
+}
+
+// wall is the wall-clock time the clock reads from: now, or the time it
+// stopped at.
+func (s *Settable) wall() time.Time {
+	if !s.stopped.IsZero() {
+		return s.stopped
+	}
+	return time.Now()
 }
 
 // Set moves the clock so that Now returns t at this instant.
 func (s *Settable) Set(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.shift(time.Until(t))
+	s.shift(t.Sub(s.wall()))
+}
+
+// Stop makes the clock stand still: Now returns the same time until the
+// clock is set or advanced, which move it, still standing. A test that
+// compares the times handlers stamp with the ones it expects stops it;
+// leases and expiries taken from it then never run out by themselves.
+func (s *Settable) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped.IsZero() {
+		s.stopped = time.Now()
+	}
 }
 
 // Advance moves the clock forward by d (backward when d is negative).

@@ -100,6 +100,14 @@ type Config struct {
 	// AnalyticsDir receives the analytics export as Parquet files when no
 	// FirehoseStream is set (the local stack: .local/analytics).
 	AnalyticsDir string
+	// ExportBucket is the S3 bucket export documents are written to and
+	// linked from (in AWS).
+	ExportBucket string
+	// ExportsDir holds export documents as files when no ExportBucket is
+	// set (the local stack: its state directory, documents under
+	// exports/), and ExportLinks is the URL their links start with (the
+	// local stack's, which serves them under /_local/).
+	ExportsDir, ExportLinks string
 	// Functions maps deployed function names to declared ones (e.g.
 	// Rally-prod-CounterProcessor… → counter-processor), for functions
 	// that act on other functions (the dlq-archiver); empty means the
@@ -192,6 +200,9 @@ func FromEnv() (Config, error) {
 		LogLevel:         env("RALLY_LOG_LEVEL", "info"),
 		FirehoseStream:   os.Getenv("RALLY_FIREHOSE_STREAM"),
 		AnalyticsDir:     os.Getenv("RALLY_ANALYTICS_DIR"),
+		ExportBucket:     os.Getenv("RALLY_EXPORT_BUCKET"),
+		ExportsDir:       os.Getenv("RALLY_EXPORTS_DIR"),
+		ExportLinks:      os.Getenv("RALLY_EXPORT_LINKS"),
 		Functions:        map[string]string{},
 		LambdaEndpoint:   os.Getenv("RALLY_LAMBDA_ENDPOINT"),
 	}
@@ -254,6 +265,9 @@ func FromEnv() (Config, error) {
 	}
 	if err := tablesNamed(c); err != nil {
 		return c, err
+	}
+	if uses, ok := routes.UsesOf(c.Function); ok && uses.Documents != 0 && !c.Local() && c.ExportBucket == "" && c.ExportsDir == "" {
+		return c, fmt.Errorf("config: %s uses export documents, but RALLY_EXPORT_BUCKET (the exports bucket) is not set", c.Function)
 	}
 	return c, nil
 }

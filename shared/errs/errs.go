@@ -47,7 +47,10 @@ type Error struct {
 	Detail     string
 	Fields     []FieldError
 	RetryAfter time.Duration
-	Err        error // the cause, for logs; never shown to callers
+	// Specific, when set, is the slug of a problem type more specific
+	// than the kind's (one of Specifics).
+	Specific string
+	Err      error // the cause, for logs; never shown to callers
 }
 
 func (e *Error) Error() string {
@@ -76,6 +79,32 @@ func New(kind Kind, format string, args ...any) *Error {
 // Wrap classifies a cause; the detail is what callers see.
 func Wrap(kind Kind, err error, detail string) *Error {
 	return &Error{Kind: kind, Detail: detail, Err: err}
+}
+
+// Specific is a problem a caller tells apart from the others of its kind
+// by its type (urn:rally:problem:<Slug>); the API answers it with its
+// kind's status. Each is declared here, once.
+type Specific struct {
+	Kind  Kind
+	Slug  string
+	Title string
+}
+
+// Specific problems.
+var (
+	// Erased: the user was erased after the request's subject data was
+	// asked for (an export of an erased user).
+	Erased = Specific{Kind: Conflict, Slug: "erased", Title: "User erased"}
+	// ErasurePending: the user's erasure is under way.
+	ErasurePending = Specific{Kind: Conflict, Slug: "erasure-pending", Title: "Erasure pending"}
+)
+
+// Specifics lists every specific problem.
+func Specifics() []Specific { return []Specific{Erased, ErasurePending} }
+
+// New returns an error of s with a formatted detail.
+func (s Specific) New(format string, args ...any) *Error {
+	return &Error{Kind: s.Kind, Specific: s.Slug, Detail: fmt.Sprintf(format, args...)}
 }
 
 // Field returns an Invalid error for one field.

@@ -26,6 +26,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/privacy"
 	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/routes"
@@ -122,7 +123,43 @@ func newWorld(t *testing.T) *world {
 	c.Player(bob, "POST", "/v1/favorites/g1", nil).Expect(t, 200)
 	c.Player(cat, "PUT", "/v1/posts/p1/like", nil).Expect(t, 200)
 	w.idle(t)
+	// The user exported their data: a record and a document to erase.
+	var export struct {
+		ExportID string `json:"export_id"`
+		Status   string `json:"status"`
+	}
+	c.Player(erased, "POST", "/v1/users/"+erased+"/export", nil).Expect(t, 202).JSON(t, &export)
+	await.Success(t, time.Minute, "the export ready", func() error {
+		w.idle(t)
+		c.Service("GET", "/v1/ops/users/"+erased+"/exports/"+export.ExportID, nil).Expect(t, 200).JSON(t, &export)
+		if export.Status != "READY" {
+			return fmt.Errorf("still %s", export.Status)
+		}
+		return nil
+	})
+	if len(w.exportFiles(t, erased)) == 0 {
+		t.Fatal("the export left no document")
+	}
 	return w
+}
+
+// exportFiles lists the export documents and chunks of user.
+func (w *world) exportFiles(t *testing.T, user string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(filepath.Join(w.dir, exports.UserPrefix(w.hash(user))), func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err == nil && !d.IsDir() {
+			found = append(found, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 func (w *world) idle(t *testing.T) {
@@ -245,6 +282,9 @@ func (w *world) traceless(t *testing.T, id string) {
 	}
 	for _, k := range testenv.RedisTraces(t, w.s.Deps().Redis, id) {
 		t.Errorf("left behind in Redis: %s", k)
+	}
+	for _, f := range w.exportFiles(t, id) {
+		t.Errorf("an export document left behind: %s", f)
 	}
 }
 

@@ -17,7 +17,10 @@ var (
 	LikeBudget     = Budget{Name: "like", PerMinute: 60}
 	ActivityBudget = Budget{Name: "activity", PerMinute: 60}
 	ErasureBudget  = Budget{Name: "erasure", PerMinute: 5}
-	ReadBudget     = Budget{Name: "read", PerMinute: 600}
+	// ExportBudget bounds export requests: each reads everything Rally
+	// holds about the player.
+	ExportBudget = Budget{Name: "export", PerMinute: 5}
+	ReadBudget   = Budget{Name: "read", PerMinute: 600}
 )
 
 // IPBudget is every player route's budget per source IP, beside the
@@ -31,7 +34,7 @@ var ServiceBudget = Budget{Name: "service", PerMinute: 60000}
 
 // PlayerBudgets lists the per-player budgets, each once.
 func PlayerBudgets() []Budget {
-	return []Budget{FavoriteBudget, LikeBudget, ActivityBudget, ErasureBudget, ReadBudget}
+	return []Budget{FavoriteBudget, LikeBudget, ActivityBudget, ErasureBudget, ExportBudget, ReadBudget}
 }
 
 // AllBudgets lists every budget: the per-player ones, then per IP and per

@@ -72,6 +72,42 @@ type Uses struct {
 	// Invokes is true when the function invokes the stream processors
 	// (a redrive).
 	Invokes bool
+	// Documents is what the function does with the export documents in
+	// the exports bucket (shared/exports); 0 means nothing.
+	Documents Documents
+}
+
+// Documents is a set of things a function does with the export documents
+// in the exports bucket. The CDK stack grants the S3 actions of each, on
+// the documents' prefix only, and tells the function the bucket.
+type Documents uint8
+
+// What a function does with export documents.
+const (
+	// LinkDocuments signs links that read a document (a presigned GET:
+	// the link carries the signer's permission).
+	LinkDocuments Documents = 1 << iota
+	// WriteDocuments writes a document's chunks, joins them into the
+	// document and deletes the chunks.
+	WriteDocuments
+	// EraseDocuments lists a user's documents and deletes them.
+	EraseDocuments
+)
+
+// S3 lists d's S3 actions on the documents' objects, and whether d lists
+// the bucket, in a fixed order.
+func (d Documents) S3() (objects []string, list bool) {
+	if d&LinkDocuments != 0 {
+		objects = append(objects, "s3:GetObject")
+	}
+	if d&WriteDocuments != 0 {
+		objects = append(objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+	}
+	if d&EraseDocuments != 0 {
+		objects = append(objects, "s3:DeleteObject")
+	}
+	slices.Sort(objects)
+	return slices.Compact(objects), d&EraseDocuments != 0
 }
 
 // Tables lists every table u calls, each once, in the order of Calls.
@@ -424,6 +460,76 @@ var (
 	}
 )
 
+// A user's own data (exports). Asking reads the user's erasure record (an
+// erasing user is refused, and an erased one unless Rally saw them since:
+// their first-seen time) and their pending export (asked again, it is the
+// answer); the export processor writes the document.
+var (
+	// A request looks the user's erasure up, and a new export's documents
+	// are kept under the user's erasure hash.
+	exportRequest = Uses{Calls: []Call{On(schema.Erasures, GetItem), On(schema.Accounts, GetItem), On(schema.Exports, Query|PutItem)}, Secrets: []Secret{ErasureKey}}
+	exportStatus  = Uses{Calls: []Call{On(schema.Exports, GetItem)}, Documents: LinkDocuments}
+
+	ExportUser = Route{
+		Method: "POST", Path: "/v1/users/{user_id}/export", Function: "export-user", Feature: Privacy, Auth: Player, Budget: ExportBudget,
+		Summary: "Export everything Rally holds about the caller, as one JSON document",
+		Uses:    exportRequest,
+	}
+	// ExportUserByService is operator-only (DESIGN, Roles).
+	ExportUserByService = Route{
+		Method: "POST", Path: "/v1/ops/users/{user_id}/export", Function: "export-user", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
+		Summary: "Export everything Rally holds about a user, as one JSON document",
+		Uses:    exportRequest,
+	}
+	ExportStatus = Route{
+		Method: "GET", Path: "/v1/users/{user_id}/exports/{export_id}", Function: "export-status", Feature: Privacy, Auth: Player, Budget: ReadBudget,
+		Summary: "Whether the caller's export is ready, and a link to its document",
+		Uses:    exportStatus,
+	}
+	// ExportStatusByService is operator-only (DESIGN, Roles).
+	ExportStatusByService = Route{
+		Method: "GET", Path: "/v1/ops/users/{user_id}/exports/{export_id}", Function: "export-status", Feature: Privacy, Auth: Service, Role: Operator, Budget: ServiceBudget,
+		Summary: "Whether a user's export is ready, and a link to its document",
+		Uses:    exportStatus,
+	}
+)
+
+// ExportProcessor writes exports: started by the Exports stream, it
+// continues each export after every checkpoint it leaves (the stream
+// hands it the record again), and its tick resumes any export a crash or
+// a failure left. It reads every feature's items of the user.
+var ExportProcessor = Processor{
+	Function: "export-processor",
+	Feature:  Privacy,
+	Source:   schema.Exports,
+	Summary:  "Writes each user's export, a part per feature, across invocations: checkpointed, leased, resumed on a schedule",
+	Uses: Uses{
+		Calls: []Call{
+			On(schema.Exports, GetItem|UpdateItem), OnIndex(schema.Exports, schema.IndexExportsPending, Query),
+			// An erased or erasing user's export is abandoned; the
+			// erasure record itself is a part of the document.
+			On(schema.Erasures, GetItem),
+			On(schema.Accounts, GetItem),
+			On(schema.Players, GetItem),
+			On(schema.Reactions, Query),
+			On(schema.Leaderboards, Scan), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query), On(schema.Scores, BatchGetItem),
+			On(schema.ScoreEvents, Query),
+			On(schema.Streaks, GetItem), On(schema.Activity, Query),
+		},
+		Documents: WriteDocuments,
+		// It looks the user's erasure up by its hash.
+		Secrets: []Secret{ErasureKey},
+	},
+	BatchSize:    10,
+	BatchWindow:  0,
+	MaxRetries:   3,
+	MaxRecordAge: 6 * time.Hour,
+	Tick:         time.Minute,
+	// Exports are rare, each leased to one run: a burst waits its turn
+	// rather than take the read capacity the game needs.
+	Reserved: 5,
+}
+
 // ErasureProcessor carries out erasures: started by the Erasures stream,
 // and on every tick it resumes any erasure still pending (one a crash
 // interrupted, or one waiting for a processor to catch up).
@@ -431,7 +537,7 @@ var ErasureProcessor = Processor{
 	Function: "erasure-processor",
 	Feature:  Privacy,
 	Source:   schema.Erasures,
-	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, Redis",
+	Summary:  "Erases users everywhere: reactions with count compensation, scores, profiles, friends, streaks, activity, idempotency records, analytics secrets, exports, Redis",
 	Uses: Uses{
 		Calls: []Call{
 			On(schema.Erasures, GetItem|UpdateItem), OnIndex(schema.Erasures, schema.IndexErasuresPending, Query),
@@ -453,11 +559,13 @@ var ErasureProcessor = Processor{
 			// It scrubs the user from parked batches (under their lease),
 			// having their parked deletions applied first (Invokes).
 			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
-			On(schema.Erasures, BatchGetItem),
+			// A user's exports: their records and documents.
+			On(schema.Exports, Query|BatchWriteItem),
 		},
 		Redis:      true,
 		Processors: true,
 		Invokes:    true,
+		Documents:  EraseDocuments,
 		// It waits on the counter processor under the user's erasure hash.
 		Secrets: []Secret{ErasureKey},
 	},
@@ -579,6 +687,7 @@ func All() []Route {
 		PutLeaderboard, ListLeaderboards, GetLeaderboard, SubmitScore, RemovePlayerScore, BanPlayer, UnbanPlayer, LeaderboardTop, PlayerRank, FriendsRank, PutFriends, PutProfile,
 		RecordActivity, ReportActivity, GetStreak, PointsHistory, StreaksTop,
 		EraseUser, EraseUserByService, ErasureStatus, ErasureStatusByService,
+		ExportUser, ExportUserByService, ExportStatus, ExportStatusByService,
 		ListDeadLetters, RedriveDeadLetters, OpsHealth, StartJob, GetJob,
 	)
 }
@@ -628,7 +737,7 @@ func Processors() []Processor {
 	return []Processor{
 		CounterProcessor, LeaderboardProcessor, StreakProcessor,
 		AnalyticsShipper, AnalyticsScoreEvents, AnalyticsActivity,
-		ErasureProcessor, JobRunner,
+		ErasureProcessor, JobRunner, ExportProcessor,
 	}
 }
 
@@ -644,10 +753,11 @@ var (
 		Summary: "Replay parked batches through their processors; remove what applied",
 		// A batch that fails again keeps its rest archived (PutItem); a
 		// batch is leased while it is redriven (UpdateItem), and an erased
-		// user's records are dropped (Erasures).
+		// user's records are dropped (Erasures, by the user's erasure
+		// hash).
 		Uses: Uses{Calls: []Call{
 			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem), On(schema.Erasures, BatchGetItem),
-		}, Processors: true, Invokes: true},
+		}, Processors: true, Invokes: true, Secrets: []Secret{ErasureKey}},
 	}
 )
 
@@ -732,10 +842,12 @@ var DlqArchiver = Consumer{
 	Summary:  "Archives each parked stream batch with its records, read from the stream while it holds them",
 	Uses: Uses{
 		// It leaves out the records of users erased since they were
-		// written (Erasures).
-		Calls:      []Call{On(schema.DeadLetters, Query|GetItem|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
+		// written (Erasures), and indexes each batch by the erasure hash
+		// of the users it names.
+		Calls:      []Call{On(schema.DeadLetters, Query|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
 		Streams:    streamTables(),
 		Processors: true,
+		Secrets:    []Secret{ErasureKey},
 	},
 	// Parked batches are rare; a message it cannot take now waits in its
 	// queue.
@@ -768,6 +880,7 @@ func UsesOf(function string) (u Uses, ok bool) {
 		u.Analytics = u.Analytics || v.Analytics
 		u.Processors = u.Processors || v.Processors
 		u.Invokes = u.Invokes || v.Invokes
+		u.Documents |= v.Documents
 	}
 	for _, r := range All() {
 		if r.Function == function {

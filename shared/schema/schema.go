@@ -265,6 +265,7 @@ const (
 	IndexIdempotencyByOwner = "by_owner"
 	IndexJobsRunning        = "by_running"
 	IndexJobsByKind         = "by_kind"
+	IndexExportsPending     = "by_pending"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -553,9 +554,52 @@ var Accounts = Table{
 // AttrFirstSeen is when Rally first saw a player (an Accounts attribute).
 const AttrFirstSeen = "first_seen"
 
+// Exports holds a user's data exports (GDPR access and portability), one
+// item each under the user's partition: its status, the document's object
+// key, when it expires (AttrTTL, so DynamoDB drops it with its document),
+// and while it is pending the export processor's checkpoint and lease.
+// Keyed by the user, an erasure finds every export of theirs with one
+// query. by_pending is sparse (pending, schema.ErasurePending's value,
+// exists only while the export is pending): the exports a scheduled run
+// resumes after a crash, oldest first.
+var Exports = Table{
+	Name:         "Exports",
+	PartitionKey: Key{AttrUserID, String},
+	SortKey:      &Key{AttrExportID, String},
+	GlobalIndexes: []Index{{
+		Name:         IndexExportsPending,
+		PartitionKey: Key{AttrPending, String},
+		SortKey:      &Key{AttrAskedAt, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Stream:       true,
+	TTLAttribute: TTL,
+	Purpose:      "a user's data exports: status, document, expiry, and the export processor's checkpoint and lease",
+}
+
+// Exports attributes besides the shared ones (status, requested_at,
+// pending, lease_until, expires_at).
+const (
+	AttrExportID = "export_id"
+	// AttrObject is the export document's key in the exports bucket.
+	AttrObject  = "object"
+	AttrReadyAt = "ready_at"
+	// The checkpoint: the part under way, its cursor, whether its opening
+	// is written and how many of its items, the chunks written so far,
+	// and when a failed run may be retried.
+	AttrPart     = "part"
+	AttrCursor   = "cursor"
+	AttrOpened   = "opened"
+	AttrWritten  = "written"
+	AttrChunks   = "chunks"
+	AttrRetryAt  = "retry_at"
+	AttrFailures = "failures"
+	AttrLeasedBy = "leased_by"
+)
+
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, AnalyticsSecrets, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, AnalyticsSecrets, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts, Exports}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -45,6 +45,7 @@ var grantedForRarePaths = map[string]string{
 	"dlq-archiver reads the Activity stream":    parkedOnly,
 	"dlq-archiver reads the Erasures stream":    parkedOnly,
 	"dlq-archiver reads the Jobs stream":        parkedOnly,
+	"dlq-archiver reads the Exports stream":     parkedOnly,
 
 	"favorite-game DeleteItem on Idempotency": releasedOnFailure,
 	"toggle-like DeleteItem on Idempotency":   releasedOnFailure,
@@ -329,6 +330,32 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	c.Service("PUT", "/v1/ops/players/cyd/ban", nil).Expect(t, 200)
 	c.Service("POST", "/v1/leaderboards/daily/scores", map[string]any{"player_id": "cyd", "match_id": "d-cyd-banned", "score": 3}).Expect(t, 403)
 	c.Service("DELETE", "/v1/ops/players/cyd/ban", nil).Expect(t, 200)
+
+	// Exports: a player's own, and one an operator asks for; dee's is
+	// erased with her below.
+	export := func(user string, self bool) {
+		t.Helper()
+		var e struct {
+			ID     string `json:"export_id"`
+			Status string `json:"status"`
+		}
+		if self {
+			c.Player(user, "POST", "/v1/users/"+user+"/export", nil).Expect(t, 202).JSON(t, &e)
+		} else {
+			c.Service("POST", "/v1/ops/users/"+user+"/export", nil).Expect(t, 202).JSON(t, &e)
+		}
+		await.Until(t, 2*time.Minute, user+"'s export ready", func() bool {
+			if self {
+				c.Player(user, "GET", "/v1/users/"+user+"/exports/"+e.ID, nil).Expect(t, 200).JSON(t, &e)
+			} else {
+				c.Service("GET", "/v1/ops/users/"+user+"/exports/"+e.ID, nil).Expect(t, 200).JSON(t, &e)
+			}
+			return e.Status == "READY"
+		})
+	}
+	export("ann", true)
+	export("bob", false)
+	export("dee", true)
 
 	// Erasures: a player's own, and one a service asks for.
 	c.Player("dee", "DELETE", "/v1/users/dee", nil).Expect(t, 202)

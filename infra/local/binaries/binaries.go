@@ -117,6 +117,9 @@ type Direct struct {
 	// RALLY_SERVICE_ROLES admits those of the roles its routes admit,
 	// besides the template's roles.
 	Principals routes.Principals
+	// ExportsDir holds export documents in place of the exports bucket,
+	// linked through Lambda (the local stack's URL, which serves them).
+	ExportsDir string
 }
 
 // Environ implements Endpoints.
@@ -148,7 +151,25 @@ func (d Direct) Environ(fn template.Function) (map[string]string, error) {
 		env["RALLY_ANALYTICS_DIR"] = d.AnalyticsDir
 	}
 	admitLocal(env, fn, d.Principals)
+	if err := localExports(env, fn.Name, d.ExportsDir, d.Lambda); err != nil {
+		return nil, err
+	}
 	return env, nil
+}
+
+// localExports points a function given the exports bucket at the local
+// stack's exports directory instead (the local stack keeps no buckets),
+// its links at the stack, which serves them.
+func localExports(env map[string]string, fn, dir, stackURL string) error {
+	if _, ok := env["RALLY_EXPORT_BUCKET"]; !ok {
+		return nil
+	}
+	if dir == "" {
+		return fmt.Errorf("binaries: %s writes export documents, but the local stack gave no exports directory", fn)
+	}
+	delete(env, "RALLY_EXPORT_BUCKET")
+	env["RALLY_EXPORTS_DIR"], env["RALLY_EXPORT_LINKS"] = dir, stackURL
+	return nil
 }
 
 // Caller registers a function with the local AWS endpoint
@@ -168,6 +189,9 @@ type Checked struct {
 	AWS Caller
 	// Principals are added to each RALLY_SERVICE_ROLES, as in Direct.
 	Principals routes.Principals
+	// ExportsDir and StackURL stand in for the exports bucket, as in
+	// Direct.
+	ExportsDir, StackURL string
 }
 
 // Environ implements Endpoints.
@@ -177,6 +201,9 @@ func (c Checked) Environ(fn template.Function) (map[string]string, error) {
 	env["AWS_ENDPOINT_URL"] = c.AWS.URL()
 	env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"] = creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken
 	admitLocal(env, fn, c.Principals)
+	if err := localExports(env, fn.Name, c.ExportsDir, c.StackURL); err != nil {
+		return nil, err
+	}
 	return env, nil
 }
 
@@ -226,8 +253,11 @@ type Stack struct {
 	Tables schema.Names `json:"tables"`
 	// AnalyticsDir is the analytics export's directory (absolute).
 	AnalyticsDir string `json:"analytics_dir"`
-	Region       string `json:"region"`
-	AccountID    string `json:"account_id"`
+	// ExportsDir holds the export documents (absolute: the state
+	// directory, documents under exports/).
+	ExportsDir string `json:"exports_dir"`
+	Region     string `json:"region"`
+	AccountID  string `json:"account_id"`
 	// Principals are the local callers of each role, admitted besides
 	// the template's roles.
 	Principals routes.Principals `json:"principals"`
@@ -279,7 +309,7 @@ func (s Stack) Endpoints(tpl *template.Template) Endpoints {
 	for _, sec := range tpl.Secrets(s.Local()) {
 		secrets[sec.ARN] = sec.Value
 	}
-	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, Principals: s.Principals}
+	return Direct{DynamoDB: s.DynamoDB, Lambda: s.URL, Secrets: secrets, AnalyticsDir: s.AnalyticsDir, ExportsDir: s.ExportsDir, Principals: s.Principals}
 }
 
 // Options configures a Set.

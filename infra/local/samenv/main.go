@@ -9,8 +9,9 @@
 // copy of the template beside it (Rally-<stage>.sam.template.json) whose
 // functions declare the local-only ones: RALLY_DYNAMODB_ENDPOINT (without
 // it a function would call DynamoDB in AWS with your credentials), and
-// RALLY_ANALYTICS_DIR or RALLY_LAMBDA_ENDPOINT where the function sends
-// analytics events or invokes other functions.
+// RALLY_ANALYTICS_DIR, RALLY_EXPORTS_DIR or RALLY_LAMBDA_ENDPOINT where the
+// function sends analytics events, writes export documents or invokes other
+// functions.
 //
 //	make build && npx cdk synth
 //	make sam-env FN=favorite-game
@@ -57,6 +58,8 @@ const (
 	dynamoDBEndpointVar = "RALLY_DYNAMODB_ENDPOINT"
 	analyticsDirVar     = "RALLY_ANALYTICS_DIR"
 	lambdaEndpointVar   = "RALLY_LAMBDA_ENDPOINT"
+	exportsDirVar       = "RALLY_EXPORTS_DIR"
+	exportLinksVar      = "RALLY_EXPORT_LINKS"
 )
 
 // Function is one function of the template: its declared name, logical id
@@ -143,6 +146,10 @@ func Env(fn Function, local Local) (map[string]string, error) {
 		case name == "RALLY_FIREHOSE_STREAM":
 			out[name] = "" // events are written as Parquet files instead
 			out[analyticsDirVar] = "/tmp/rally-analytics"
+		case name == "RALLY_EXPORT_BUCKET":
+			out[name] = "" // documents are written as files instead
+			out[exportsDirVar] = "/tmp/rally-exports"
+			out[exportLinksVar] = local.API
 		case name == "RALLY_SERVICE_ROLES":
 			// The local principals of the roles its routes admit.
 			out[name] = strings.Join(stack.DefaultPrincipals().Of(routes.AdmittedBy(routes.All(), fn.Name)), ",")

@@ -20,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/errs"
+	"github.com/rallyhq/rally/shared/exports/objects"
 	"github.com/rallyhq/rally/shared/openapi"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -67,6 +68,21 @@ func (s *Stack) localAPI() http.Handler {
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		gateway.Problem(w, errs.New(errs.NotFound, "%s does not answer %s (use %s)", r.URL.Path, r.Method, strings.Join(allowed, ", ")))
+	})
+}
+
+// exportLinks serves the links to export documents the export-status
+// route signs (objects.Dir), as S3 serves presigned GETs: until they
+// expire by the stack's clock.
+func (s *Stack) exportLinks() http.Handler {
+	docs := &objects.Dir{Root: s.stateDir, Key: []byte(objects.LocalLinkKey), Clock: s.clock}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			gateway.Problem(w, errs.New(errs.Forbidden,
+				"the local endpoints answer only requests addressed to localhost, 127.0.0.1 or [::1], not %q", r.Host))
+			return
+		}
+		docs.ServeHTTP(w, r)
 	})
 }
 

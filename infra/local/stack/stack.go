@@ -48,6 +48,8 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/deadletters"
+	"github.com/rallyhq/rally/shared/exports"
+	"github.com/rallyhq/rally/shared/exports/objects"
 	"github.com/rallyhq/rally/shared/obs"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -385,6 +387,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/_local/", s.cors.Wrap(s.localAPI()))
+	mux.Handle("GET "+objects.LinkPath+exports.Prefix, s.exportLinks())
 	mux.Handle("/openapi.json", s.cors.Wrap(http.HandlerFunc(s.serveOpenAPI)))
 	mux.Handle("/docs", s.docs)
 	mux.Handle("/docs/", s.docs)
@@ -409,8 +412,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // runs and served at GET /_local/endpoints.
 func (s *Stack) Endpoints() binaries.Stack {
 	analytics, _ := filepath.Abs(filepath.Join(s.stateDir, "analytics"))
+	state, _ := filepath.Abs(s.stateDir)
 	return binaries.Stack{
-		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics,
+		URL: s.url, DynamoDB: s.ddbURL, Redis: s.redisURL, Tables: s.names, AnalyticsDir: analytics, ExportsDir: state,
 		Region: Region, AccountID: authorizer.AccountID, Principals: s.opts.Principals, PID: os.Getpid(),
 	}
 }
@@ -495,6 +499,9 @@ func (s *Stack) config() (config.Config, error) {
 	cfg.Tracing = false
 	cfg.FirehoseStream = ""
 	cfg.AnalyticsDir = filepath.Join(s.stateDir, "analytics")
+	// Export documents are files under <state>/exports, linked through
+	// /_local/exports (exportLinks).
+	cfg.ExportBucket, cfg.ExportsDir, cfg.ExportLinks = "", s.stateDir, s.url
 	// The stack serves Lambda's Invoke API for the functions that invoke
 	// others (a redrive), under the declared names.
 	cfg.LambdaEndpoint = s.url
@@ -637,7 +644,7 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 		}
 	}
 	if s.binaries, err = binaries.NewSet(binaries.Options{
-		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, Principals: local.Principals},
+		Functions: fns, Binaries: b.Built, Endpoints: binaries.Checked{AWS: s.aws, Principals: local.Principals, ExportsDir: local.ExportsDir, StackURL: s.url},
 		Region: Region, AccountID: authorizer.AccountID, MaxInstances: b.Instances, Log: s.opts.Log,
 	}); err != nil {
 		return fmt.Errorf("stack: %w", err)

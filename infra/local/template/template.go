@@ -737,6 +737,8 @@ func (r *resolver) ref(id string) (any, error) {
 		return r.name(id, "LogGroupName"), nil
 	case "AWS::SNS::Topic":
 		return r.arn("sns", r.name(id, "TopicName")), nil
+	case "AWS::S3::Bucket":
+		return r.bucket(id), nil
 	}
 	return nil, fmt.Errorf("Ref to %s (%s) has no local value", id, res.Type)
 }
@@ -769,6 +771,8 @@ func (r *resolver) getAtt(id, att string) (any, error) {
 		return r.arn("sns", r.name(id, "TopicName")), nil
 	case "AWS::SecretsManager::Secret.Id":
 		return r.secret(id).ARN, nil
+	case "AWS::S3::Bucket.Arn":
+		return "arn:aws:s3:::" + r.bucket(id), nil
 	}
 	if isCache(res.Type) && (strings.HasSuffix(att, ".Address") || strings.HasSuffix(att, ".Port")) {
 		u, err := url.Parse(r.local.RedisURL)
@@ -812,6 +816,13 @@ func (r *resolver) functionName(id string) string {
 		}
 	}
 	return r.name(id, "FunctionName")
+}
+
+// bucket is a bucket's local name: its construct path, lower case, as S3
+// names are (the local stack keeps no buckets: a function given one writes
+// to a local directory instead, infra/local/binaries).
+func (r *resolver) bucket(id string) string {
+	return strings.ToLower(r.name(id, "BucketName"))
 }
 
 func (r *resolver) secret(id string) Secret {

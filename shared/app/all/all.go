@@ -10,19 +10,26 @@ import (
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
 	"github.com/rallyhq/rally/shared/app"
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+	"github.com/rallyhq/rally/shared/exports"
+	exportsbind "github.com/rallyhq/rally/shared/exports/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/jobs"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
+	leaderboardsdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	opsbind "github.com/rallyhq/rally/shared/ops/bind"
 	playersbind "github.com/rallyhq/rally/shared/players/bind"
+	playersdynamo "github.com/rallyhq/rally/shared/players/dynamo"
 	"github.com/rallyhq/rally/shared/privacy"
 	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/ratelimit"
+	"github.com/rallyhq/rally/shared/reactions"
 	reactionsbind "github.com/rallyhq/rally/shared/reactions/bind"
+	reactionsdynamo "github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
 	streaksbind "github.com/rallyhq/rally/shared/streaks/bind"
+	streaksdynamo "github.com/rallyhq/rally/shared/streaks/dynamo"
 	"github.com/rallyhq/rally/shared/streams"
 )
 
@@ -31,7 +38,7 @@ func Features() []app.Feature {
 	return []app.Feature{
 		reactionsbind.Reactions, gamesbind.Games, playersbind.Players, leaderboardsbind.Leaderboards,
 		streaksbind.Streaks, analyticsbind.Analytics, privacybind.Privacy, Erasure, deadlettersbind.DeadLetters, opsbind.Operations,
-		Jobs,
+		Jobs, exportsbind.Exports, Export,
 	}
 }
 
@@ -59,6 +66,7 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 			&ratelimit.Eraser{Limiter: d.Limiter(), Budgets: playerBudgets()},
 			&accounts.Eraser{Store: d.Accounts()},
 			playersbind.Eraser(d),
+			exportsbind.Eraser(d),
 			analyticsbind.Eraser(d),
 			// Once more: a batch parked while the others were erased.
 			deadlettersbind.Eraser(d),
@@ -66,6 +74,36 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 		Clock:   d.Clock,
 		Log:     d.Log,
 		Metrics: d.Metrics,
+	}
+}
+
+// Export binds the export processor, which reads every feature's part of
+// a user.
+var Export = app.Feature{Name: routes.Privacy, Bind: func(d *app.Deps) app.Handlers {
+	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.ExportProcessor.Function: ExportJob(d).Process}}
+}}
+
+// ExportJob is the job behind the export processor, with every feature's
+// parts in the order the document holds them. A feature's new part joins
+// this list.
+func ExportJob(d *app.Deps) *exports.Job {
+	players, edges, scores, streaks := playersbind.Store(d), reactionsbind.Edges(d), leaderboardsbind.Scores(d), streaksbind.Store(d)
+	parts := []exports.Part{
+		&accounts.Export{Store: d.Accounts()},
+		playersdynamo.ProfileExport{Players: players},
+		playersdynamo.FriendsExport{Players: players},
+		reactionsdynamo.Export{Edges: edges, Kind: reactions.Favorite},
+		reactionsdynamo.Export{Edges: edges, Kind: reactions.Like},
+		leaderboardsdynamo.ScoresExport{Scores: scores},
+		leaderboardsdynamo.MatchesExport{Definitions: leaderboardsbind.Definitions(d), Scores: scores},
+		streaksdynamo.StreakExport{Store: streaks},
+		streaksdynamo.ActivityExport{Store: streaks},
+		streaksdynamo.PointsExport{Store: streaks},
+		&privacy.Export{Records: privacybind.Records(d)},
+	}
+	return &exports.Job{
+		Records: exportsbind.Records(d), Erasures: privacybind.Records(d), Documents: exportsbind.Documents(d),
+		Parts: parts, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics, Owner: jobs.NewID(),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	deadlettersbind "github.com/rallyhq/rally/shared/deadletters/bind"
+	exportsbind "github.com/rallyhq/rally/shared/exports/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	opsbind "github.com/rallyhq/rally/shared/ops/bind"
 
@@ -131,6 +132,13 @@ func TestEverySampleEventIsServedByItsHandler(t *testing.T) {
 				if _, err := opsbind.Jobs(d.deps).Create(ctx, job); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if r.Function == routes.ExportStatus.Function { // an export of the sample's user, pending
+				e, err := exportsbind.Records(d.deps).Request(ctx, ev.PathParameters["user_id"], time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev.PathParameters["export_id"] = e.ID
 			}
 			resp, err := d.http(t, r)(ctx, ev)
 			if err != nil {
