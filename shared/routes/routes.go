@@ -452,7 +452,6 @@ var ErasureProcessor = Processor{
 			// It scrubs the user from parked batches (under their lease),
 			// having their parked deletions applied first (Invokes).
 			On(schema.DeadLetters, Query|GetItem|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
-			On(schema.Erasures, BatchGetItem),
 		},
 		Redis:      true,
 		Processors: true,
@@ -728,7 +727,7 @@ var DlqArchiver = Consumer{
 	Uses: Uses{
 		// It leaves out the records of users erased since they were
 		// written (Erasures).
-		Calls:      []Call{On(schema.DeadLetters, Query|GetItem|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
+		Calls:      []Call{On(schema.DeadLetters, Query|PutItem|BatchWriteItem), On(schema.Erasures, BatchGetItem)},
 		Streams:    streamTables(),
 		Processors: true,
 	},
