@@ -339,7 +339,6 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	c.Service("POST", "/v1/leaderboards/daily/scores", map[string]any{"player_id": "cyd", "match_id": "d-cyd-banned", "score": 3}).Expect(t, 403)
 	c.Service("DELETE", "/v1/ops/players/cyd/ban", nil).Expect(t, 200)
 
-<<<<<<< HEAD
 	// Exports: a player's own, and one an operator asks for; dee's is
 	// erased with her below.
 	export := func(user string, self bool) {
@@ -366,8 +365,6 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	export("bob", false)
 	export("dee", true)
 
-	// Erasures: a player's own, and one a service asks for.
-=======
 	// Erasures: a player's own, and one a service asks for. dee's
 	// favorite of the cursed game is parked before her erasure, and the
 	// erasure's deletion of it after: the erasure scrubs her from the
@@ -383,7 +380,6 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 		}
 		return first != ""
 	})
->>>>>>> main
 	c.Player("dee", "DELETE", "/v1/users/dee", nil).Expect(t, 202)
 	c.Service("DELETE", "/v1/ops/users/cyd", nil).Expect(t, 202)
 	await.Until(t, 2*time.Minute, "the erasure's deletion parked", func() bool {
