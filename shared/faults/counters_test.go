@@ -18,6 +18,7 @@ import (
 	"github.com/rallyhq/rally/shared/deadletters"
 	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/privacy"
+	privacybind "github.com/rallyhq/rally/shared/privacy/bind"
 	"github.com/rallyhq/rally/shared/reactions"
 	rxbind "github.com/rallyhq/rally/shared/reactions/bind"
 	"github.com/rallyhq/rally/shared/reactions/mirror"
@@ -135,7 +136,7 @@ func newCountersRig(t *testing.T, users int) *countersRig {
 	r := newRig(t)
 	d := r.d
 	st := newStream(r, schema.Reactions, routes.CounterProcessor.Function, d.Stream(rxbind.Reactions, routes.CounterProcessor))
-	rx := rxbind.Eraser(d, &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: r.clk})
+	rx := rxbind.Eraser(d, &privacy.Awaits{DB: d.DB, Table: d.Table(schema.Counters), Clock: r.clk, Hasher: privacybind.Hasher(d)})
 	rx.Wait = time.Millisecond
 	dl := &deadletters.Eraser{Archive: st.archive, Invoker: st, Compensates: func(fn string) bool { return fn == st.function }}
 	c := &countersRig{

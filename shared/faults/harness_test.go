@@ -107,7 +107,7 @@ func newRig(t *testing.T) *rig {
 	r.clk.Set(time.Now().UTC().Truncate(time.Hour).Add(10 * time.Minute))
 	d, err := app.New(context.Background(), config.Config{
 		Stage: "test", Region: testenv.Region, DynamoDBEndpoint: endpoint, Tables: names, RedisURL: srv.URL(),
-		CursorKey: "k", LogKey: "k", LogLevel: "error", CacheCheckEvery: time.Millisecond,
+		CursorKey: "k", LogKey: "k", ErasureKey: "k", LogLevel: "error", CacheCheckEvery: time.Millisecond,
 	}, app.Options{
 		Clock: r.clk, LogOutput: io.Discard,
 		APIOptions: []func(*middleware.Stack) error{r.crash.apiOption}, RedisHooks: []redis.Hook{r.crash},

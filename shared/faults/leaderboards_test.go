@@ -54,8 +54,12 @@ func newBoardsRig(t *testing.T, players int) *boardsRig {
 	// erasure deletes scores: the test counts the scores it writes.
 	st.exact = false
 	dl := &deadletters.Eraser{Archive: st.archive, Invoker: st, Compensates: func(fn string) bool { return fn == st.function }}
+	// The stream is delivered between erasure runs, never during one: a
+	// run waiting on the processor's markers resumes on the next run.
+	scores := lbbind.Eraser(d)
+	scores.Wait = time.Millisecond
 	b := &boardsRig{
-		rig: r, stream: st, erasures: newErasures(r, dl, lbbind.Eraser(d), dl),
+		rig: r, stream: st, erasures: newErasures(r, dl, scores, dl),
 		svc:  leaderboards.NewService(lbbind.Definitions(d), lbbind.Scores(d), playersbind.Store(d), lbbind.Mirror(d, d.Generations(lbmirror.Scope)), r.clk, d.Log),
 		best: map[string]bestScore{}, erasing: map[string]bool{},
 	}

@@ -68,6 +68,8 @@ var usedWhenRacing = map[string]string{
 		"it again (players/dynamo unfriend)",
 	"erasure-processor PutItem on Counters": "an erasure finds a count intent the counter processor has not " +
 		"finished yet, and finishes it, writing its markers (reactions Counts.FinishPending)",
+	"erasure-processor UpdateItem on Counters": "finishing such an intent, it marks the counts it moved dirty " +
+		"in Redis's generation (reactions Eraser.markMoved)",
 	"analytics-shipper GetItem on AnalyticsSecrets": "two shipper invocations store one new user's secret at " +
 		"once, and the later one reads the first one's back (analytics.Pseudonyms)",
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/deadletters"
+	dlqbind "github.com/rallyhq/rally/shared/deadletters/bind"
 	"github.com/rallyhq/rally/shared/exports"
 	"github.com/rallyhq/rally/shared/exports/objects"
 	"github.com/rallyhq/rally/shared/obs"
@@ -561,7 +562,10 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		},
 	}
 	s.streams = sc
-	s.archive = &deadletters.Archive{DB: s.db, Table: s.names.Of(schema.DeadLetters), Clock: s.clock}
+	// The local dead-letter endpoints read and redrive the archive as the
+	// ops routes do: indexed by the users' erasure hashes, and dropping
+	// the records of erased users.
+	s.archive = dlqbind.Archive(s.deps)
 	// What the on-failure destinations receive goes to the dlq-archiver,
 	// as the dead-letter queues deliver it in AWS.
 	archive, ok := s.boundFor(routes.DlqArchiver.Function, routes.DlqArchiver.Feature).Queue(routes.DlqArchiver)
