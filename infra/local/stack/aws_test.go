@@ -206,6 +206,8 @@ func TestADeployedFunctionReadsItsKeysFromTheStacksSecrets(t *testing.T) {
 		cfg.DynamoDBEndpoint, cfg.LambdaEndpoint = "", ""
 		cfg.LogKey, cfg.ErasureKey, cfg.CursorKey = "", "", ""
 		cfg.LogKeyARN, cfg.ErasureKeyARN = logKey, erasureKey
+		// As deployed, its service routes admit the roles the stack names.
+		cfg.ServiceRoles = []string{"arn:aws:iam::000000000000:role/rally-dev-operator"}
 		return app.New(ctx, cfg, app.Options{Function: fn, LogOutput: io.Discard})
 	}
 
