@@ -108,6 +108,20 @@ var methods = map[string]method{
 		},
 		out: Erasure{}, status: 202,
 	},
+	routes.ExportUserByService.Key(): {
+		call: func(ctx context.Context, c *Client) error {
+			_, err := c.ExportUser(ctx, "u1")
+			return err
+		},
+		out: Export{}, status: 202,
+	},
+	routes.ExportStatusByService.Key(): {
+		call: func(ctx context.Context, c *Client) error {
+			_, err := c.GetExport(ctx, "u1", "ex_1")
+			return err
+		},
+		out: Export{}, status: 200,
+	},
 	routes.ErasureStatusByService.Key(): {
 		call: func(ctx context.Context, c *Client) error {
 			_, err := c.GetErasure(ctx, "u1")

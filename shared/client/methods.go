@@ -151,6 +151,33 @@ func (c *Client) GetErasure(ctx context.Context, userID string, opts ...CallOpti
 	return &out, nil
 }
 
+// ExportUser asks for everything Rally holds about a user, as one JSON
+// document (POST /v1/ops/users/{user_id}/export); the export runs after
+// the answer (GetExport follows it). Asking again while one is pending
+// answers that one; a user being erased, or erased, is refused with a 409
+// *Error.
+// The operator's alone.
+func (c *Client) ExportUser(ctx context.Context, userID string, opts ...CallOption) (*Export, error) {
+	var out Export
+	if _, err := c.do(ctx, request{route: routes.ExportUserByService, args: []string{userID}}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetExport is one of a user's exports
+// (GET /v1/ops/users/{user_id}/exports/{export_id}): once READY, URL reads
+// the document until ExpiresAt. A 404 *Error for an unknown or expired
+// export.
+// The operator's alone.
+func (c *Client) GetExport(ctx context.Context, userID, exportID string, opts ...CallOption) (*Export, error) {
+	var out Export
+	if _, err := c.do(ctx, request{route: routes.ExportStatusByService, args: []string{userID, exportID}}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Health reports whether Redis and DynamoDB answer, each processor's lag
 // and parked batches, running jobs, pending erasures and the last
 // reconcile (GET /v1/ops/health).

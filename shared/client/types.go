@@ -269,6 +269,28 @@ type Erasure struct {
 	CompletedAt *time.Time    `json:"completed_at"`
 }
 
+// ExportStatus is how far an export is.
+type ExportStatus string
+
+// Export statuses.
+const (
+	ExportPending ExportStatus = "PENDING"
+	ExportReady   ExportStatus = "READY"
+)
+
+// Export is a request for everything Rally holds about a user, as one
+// JSON document.
+type Export struct {
+	ExportID    string       `json:"export_id"`
+	Status      ExportStatus `json:"status"`
+	RequestedAt time.Time    `json:"requested_at"`
+	ReadyAt     *time.Time   `json:"ready_at"`
+	// URL reads the document (a presigned link) until ExpiresAt, once
+	// the export is READY.
+	URL       *string    `json:"url"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
 // Operations.
 
 // Health is what GET /v1/ops/health reports.

@@ -157,7 +157,10 @@ func TestABurstAcrossAMinuteEdgeGetsTheBudgetOnce(t *testing.T) {
 			time.Sleep(time.Until(edge.Add(-lead))) // waiting for the instant under test
 			start := time.Now()
 			before, after, refused := 0, 0, 0
-			for i := 0; time.Now().Before(edge.Add(trail)); i++ {
+			// A busy machine may serve fewer than the budget by then: the
+			// burst goes on until it is refused (the budget spent), so the
+			// check below never depends on how fast requests are served.
+			for i := 0; time.Now().Before(edge.Add(trail)) || refused == 0 && time.Since(start) < time.Minute; i++ {
 				switch r := favorite(c, "edger", fmt.Sprintf("g%d", i)); r.Status {
 				case 200:
 					if time.Now().Before(edge) {
