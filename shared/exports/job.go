@@ -92,7 +92,7 @@ func or(v, def int) int {
 // on an export: a run that fails leaves its export pending for later.
 func (j *Job) Process(ctx context.Context, records []events.DynamoDBEventRecord) error {
 	type ref struct{ user, id string }
-	var todo []ref
+	var queued []ref
 	if len(records) == 0 {
 		pending, err := j.Records.Pending(ctx, int32(or(int(j.Batch), 8)))
 		if err != nil {
@@ -104,7 +104,7 @@ func (j *Job) Process(ctx context.Context, records []events.DynamoDBEventRecord)
 		}
 		j.Metrics.Emit(MetricOldestPendingAge, max(age, 0).Seconds(), obs.Seconds, nil)
 		for _, w := range pending {
-			todo = append(todo, ref{w.UserID, w.ID})
+			queued = append(queued, ref{w.UserID, w.ID})
 		}
 	}
 	now := j.Clock.Now()
@@ -112,12 +112,12 @@ func (j *Job) Process(ctx context.Context, records []events.DynamoDBEventRecord)
 	for _, rec := range records {
 		if user, id, ok := toContinue(rec, now); ok && !seen[ref{user, id}] {
 			seen[ref{user, id}] = true
-			todo = append(todo, ref{user, id})
+			queued = append(queued, ref{user, id})
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(or(j.Parallel, 4))
-	for _, r := range todo {
+	for _, r := range queued {
 		g.Go(func() error {
 			j.run(gctx, r.user, r.id)
 			return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,50 +363,10 @@ func (c *rig) fatal(err error) {
 	c.fatalf("%v", err)
 }
 
-// noTrace fails if anything names a user erased: an item of Counters or
-// DeadLetters, a record of a parked batch, a Redis key.
+// noTrace fails if anything names a user erased: an item of Counters,
+// DeadLetters or Reactions, a record of a parked batch, a Redis key.
 func (c *countersRig) noTrace() {
-	ctx := context.Background()
-	var erased []string
-	for u := range c.erasing {
-		erased = append(erased, u)
-	}
-	if len(erased) == 0 {
-		return
-	}
-	for _, table := range []schema.Table{schema.Counters, schema.DeadLetters, schema.Reactions} {
-		for _, it := range testenv.TableItems(c.t, c.d.DB, c.d.Table(table)) {
-			for _, u := range erased {
-				if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, u) {
-					c.fatalf("%s still names erased %s: %v", table.Name, u, it)
-				}
-			}
-		}
-	}
-	batches, err := c.stream.archive.List(ctx, c.stream.function)
-	if err != nil {
-		c.fatal(err)
-	}
-	for _, b := range batches {
-		recs, err := c.stream.archive.Records(ctx, b)
-		if err != nil {
-			c.fatal(err)
-		}
-		for _, u := range deadletters.UsersOf(recs) {
-			if slices.Contains(erased, u) {
-				c.fatalf("parked batch %s still holds records of erased %s", b.ID, u)
-			}
-		}
-	}
-	for _, u := range erased {
-		keys, err := redisMentions(ctx, c.d.Redis, u)
-		if err != nil {
-			c.fatal(err)
-		}
-		if len(keys) > 0 {
-			c.fatalf("redis keys %v still name erased %s", keys, u)
-		}
-	}
+	c.rig.noTrace(c.stream, c.erasing, schema.Counters, schema.DeadLetters, schema.Reactions)
 }
 
 // TestCountsFollowTheModelUnderEveryFaultOrder runs random sequences of

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
@@ -117,6 +118,44 @@ func newRig(t *testing.T) *rig {
 	}
 	r.d = d
 	return r
+}
+
+// noTrace fails if anything names a user erased: an item of tables, a
+// record of a batch st parked, a Redis key.
+func (r *rig) noTrace(st *stream, erased map[string]bool, tables ...schema.Table) {
+	if len(erased) == 0 {
+		return
+	}
+	ctx := context.Background()
+	for _, table := range tables {
+		for _, it := range testenv.TableItems(r.t, r.d.DB, r.d.Table(table)) {
+			for u := range erased {
+				if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, u) {
+					r.fatalf("%s still names erased %s: %v", table.Name, u, it)
+				}
+			}
+		}
+	}
+	batches, err := st.archive.List(ctx, st.function)
+	if err != nil {
+		r.fatal(err)
+	}
+	for _, b := range batches {
+		recs, err := st.archive.Records(ctx, b)
+		if err != nil {
+			r.fatal(err)
+		}
+		for _, u := range deadletters.UsersOf(recs) {
+			if erased[u] {
+				r.fatalf("parked batch %s still holds records of erased %s", b.ID, u)
+			}
+		}
+	}
+	for u := range erased {
+		if keys, err := redisMentions(ctx, r.d.Redis, u); err != nil || len(keys) > 0 {
+			r.fatalf("redis keys %v (%v) still name erased %s", keys, err, u)
+		}
+	}
 }
 
 // logf records a step of the sequence, printed if it fails.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/deadletters"
@@ -179,31 +177,7 @@ func (b *boardsRig) check() {
 	if top.Degraded || fmt.Sprint(got) != fmt.Sprint(expected) || top.Total != int64(len(want)) {
 		b.fatalf("board %v (total %d, degraded %v), the model says %v", got, top.Total, top.Degraded, expected)
 	}
-	for p := range b.erasing {
-		for _, table := range []schema.Table{schema.Scores, schema.ScoreEvents, schema.Counters, schema.DeadLetters} {
-			for _, it := range testenv.TableItems(b.t, b.d.DB, b.d.Table(table)) {
-				if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, p) {
-					b.fatalf("%s still names erased %s: %v", table.Name, p, it)
-				}
-			}
-		}
-		batches, err := b.stream.archive.List(ctx, b.stream.function)
-		if err != nil {
-			b.fatal(err)
-		}
-		for _, bt := range batches {
-			recs, err := b.stream.archive.Records(ctx, bt)
-			if err != nil {
-				b.fatal(err)
-			}
-			if slices.Contains(deadletters.UsersOf(recs), p) {
-				b.fatalf("parked batch %s still holds records of erased %s", bt.ID, p)
-			}
-		}
-		if keys, err := redisMentions(ctx, b.d.Redis, p); err != nil || len(keys) > 0 {
-			b.fatalf("redis keys %v (%v) still name erased %s", keys, err, p)
-		}
-	}
+	b.rig.noTrace(b.stream, b.erasing, schema.Scores, schema.ScoreEvents, schema.Counters, schema.DeadLetters)
 }
 
 // TestBoardsFollowTheModelUnderEveryFaultOrder is the fault matrix of the

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/deadletters"
@@ -190,31 +188,7 @@ func (s *streaksRig) check() {
 	if want := s.board(); top.Degraded || fmt.Sprint(served) != fmt.Sprint(want) {
 		s.fatalf("streak board %v (degraded %v), the model says %v", served, top.Degraded, want)
 	}
-	for p := range s.erasing {
-		for _, table := range []schema.Table{schema.Streaks, schema.Activity, schema.Counters, schema.DeadLetters} {
-			for _, it := range testenv.TableItems(s.t, s.d.DB, s.d.Table(table)) {
-				if testenv.Mentions(&types.AttributeValueMemberM{Value: it}, p) {
-					s.fatalf("%s still names erased %s: %v", table.Name, p, it)
-				}
-			}
-		}
-		batches, err := s.stream.archive.List(ctx, s.stream.function)
-		if err != nil {
-			s.fatal(err)
-		}
-		for _, b := range batches {
-			recs, err := s.stream.archive.Records(ctx, b)
-			if err != nil {
-				s.fatal(err)
-			}
-			if slices.Contains(deadletters.UsersOf(recs), p) {
-				s.fatalf("parked batch %s still holds records of erased %s", b.ID, p)
-			}
-		}
-		if keys, err := redisMentions(ctx, s.d.Redis, p); err != nil || len(keys) > 0 {
-			s.fatalf("redis keys %v (%v) still name erased %s", keys, err, p)
-		}
-	}
+	s.rig.noTrace(s.stream, s.erasing, schema.Streaks, schema.Activity, schema.Counters, schema.DeadLetters)
 }
 
 // TestStreakBoardsFollowTheModelUnderEveryFaultOrder is the fault matrix
