@@ -133,3 +133,30 @@ func (r *Request) Service() (string, error) {
 	}
 	return c.Service, nil
 }
+
+// Subject reads the user a route about one user (user_id in the path) is
+// asked for: a service may name anyone, a player only themselves (a 403
+// whose detail is refusal otherwise).
+func (r *Request) Subject(refusal string) (string, error) {
+	user := r.Path("user_id")
+	var f errs.Fields
+	CheckID(&f, "user_id", user)
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	c, err := r.Caller()
+	if err != nil {
+		return "", err
+	}
+	if c.IsService() {
+		return user, nil
+	}
+	player, err := r.Player()
+	if err != nil {
+		return "", err
+	}
+	if player != user {
+		return "", errs.New(errs.Forbidden, "%s", refusal)
+	}
+	return user, nil
+}

@@ -35,32 +35,6 @@ type exportBody struct {
 	ExpiresAt   *time.Time `json:"expires_at"`
 }
 
-// subject reads the user a request is about: a service may name anyone, a
-// player only themselves.
-func subject(r *api.Request) (string, error) {
-	user := r.Path("user_id")
-	var f errs.Fields
-	api.CheckID(&f, "user_id", user)
-	if err := f.Err(); err != nil {
-		return "", err
-	}
-	c, err := r.Caller()
-	if err != nil {
-		return "", err
-	}
-	if c.IsService() {
-		return user, nil
-	}
-	player, err := r.Player()
-	if err != nil {
-		return "", err
-	}
-	if player != user {
-		return "", errs.New(errs.Forbidden, "a player can only export their own data")
-	}
-	return user, nil
-}
-
 // ExportUser serves POST /v1/users/{user_id}/export and POST
 // /v1/ops/users/{user_id}/export: 202 with the export, pending (the one
 // already pending, if any). A user whose erasure is under way, or who was
@@ -70,7 +44,7 @@ func (a *API) ExportUser(ctx context.Context, r *api.Request) (api.Response, err
 	if err := r.NoBody(); err != nil {
 		return api.Response{}, err
 	}
-	user, err := subject(r)
+	user, err := r.Subject("a player can only export their own data")
 	if err != nil {
 		return api.Response{}, err
 	}
@@ -115,7 +89,7 @@ func (a *API) ExportStatus(ctx context.Context, r *api.Request) (api.Response, e
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	user, err := subject(r)
+	user, err := r.Subject("a player can only export their own data")
 	if err != nil {
 		return api.Response{}, err
 	}

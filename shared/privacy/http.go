@@ -31,32 +31,6 @@ func bodyOf(e Erasure) erasureBody {
 	return b
 }
 
-// subject reads the user a request is about: a service may name anyone, a
-// player only themselves.
-func subject(r *api.Request) (string, error) {
-	user := r.Path("user_id")
-	var f errs.Fields
-	api.CheckID(&f, "user_id", user)
-	if err := f.Err(); err != nil {
-		return "", err
-	}
-	c, err := r.Caller()
-	if err != nil {
-		return "", err
-	}
-	if c.IsService() {
-		return user, nil
-	}
-	player, err := r.Player()
-	if err != nil {
-		return "", err
-	}
-	if player != user {
-		return "", errs.New(errs.Forbidden, "a player can only erase themselves")
-	}
-	return user, nil
-}
-
 // EraseUser serves DELETE /v1/users/{user_id} and DELETE
 // /v1/ops/users/{user_id}: 202 with the erasure, pending. The answer is the
 // same whether or not Rally holds anything about the user, so it tells
@@ -66,7 +40,7 @@ func (a *API) EraseUser(ctx context.Context, r *api.Request) (api.Response, erro
 	if err := r.NoBody(); err != nil {
 		return api.Response{}, err
 	}
-	user, err := subject(r)
+	user, err := r.Subject("a player can only erase themselves")
 	if err != nil {
 		return api.Response{}, err
 	}
@@ -80,7 +54,7 @@ func (a *API) EraseUser(ctx context.Context, r *api.Request) (api.Response, erro
 // ErasureStatus serves GET /v1/users/{user_id}/erasure and its /v1/ops
 // twin: the latest erasure of the user, or 404 when none was requested.
 func (a *API) ErasureStatus(ctx context.Context, r *api.Request) (api.Response, error) {
-	user, err := subject(r)
+	user, err := r.Subject("a player can only erase themselves")
 	if err != nil {
 		return api.Response{}, err
 	}
