@@ -147,7 +147,10 @@ func (s *Server) URL() string { return s.url }
 
 // Close stops serving and waits for asynchronous invocations to end.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// net/http counts a connection an SDK client dialled ahead but never
+	// sent a request on as busy for its first 5 s: the deadline leaves room
+	// past that, so only a call still being served fails it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	s.cancel()
