@@ -81,6 +81,9 @@ type Options struct {
 	Invoke InvokeFunc
 	// Log receives one line per denied or refused call (default: discarded).
 	Log *slog.Logger
+	// Written, when set, is told the tables (physical names) of every
+	// DynamoDB write DynamoDB Local accepted.
+	Written func(tables ...string)
 }
 
 // Server is a running local AWS endpoint.

@@ -50,7 +50,32 @@ func (c *call) dynamoDB() {
 	if !c.allowed(c.dynamoNeeds(in)...) {
 		return
 	}
-	c.forwardDynamoDB()
+	if c.forwardDynamoDB() == http.StatusOK && c.opts.Written != nil {
+		if tables := writtenTables(c.op.op, in); len(tables) > 0 {
+			c.opts.Written(tables...)
+		}
+	}
+}
+
+// writtenTables lists the tables a write call names.
+func writtenTables(op string, in dynamoCall) []string {
+	switch op {
+	case "PutItem", "UpdateItem", "DeleteItem":
+		return []string{in.TableName}
+	case "BatchWriteItem":
+		return slices.Collect(maps.Keys(in.RequestItems))
+	case "TransactWriteItems":
+		var out []string
+		for _, item := range in.TransactItems {
+			for kind, part := range item {
+				if kind == "Put" || kind == "Update" || kind == "Delete" {
+					out = append(out, part.TableName)
+				}
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // dynamoNeeds lists every action and resource the call touches, as IAM
@@ -196,12 +221,12 @@ func (s *Server) remember(stream string, iterators ...string) {
 // credentials, and relays the answer unchanged (its CRC32 header
 // included). Shard iterators the answer hands out are remembered with the
 // stream they read.
-func (c *call) forwardDynamoDB() {
+func (c *call) forwardDynamoDB() (status int) {
 	ctx := c.r.Context()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.opts.DynamoDB, "/")+"/", bytes.NewReader(c.body))
 	if err != nil {
 		c.fail(http.StatusInternalServerError, "InternalServerError", err.Error())
-		return
+		return 0
 	}
 	req.Header.Set("Content-Type", c.r.Header.Get("Content-Type"))
 	req.Header.Set("X-Amz-Target", c.r.Header.Get("X-Amz-Target"))
@@ -210,18 +235,18 @@ func (c *call) forwardDynamoDB() {
 	sum := sha256.Sum256(c.body)
 	if err := v4.NewSigner().SignHTTP(ctx, c.opts.DynamoDBCredentials, req, hex.EncodeToString(sum[:]), "dynamodb", Region, time.Now()); err != nil {
 		c.fail(http.StatusInternalServerError, "InternalServerError", "sign the call to DynamoDB Local: "+err.Error())
-		return
+		return 0
 	}
 	resp, err := c.forward.Do(req)
 	if err != nil {
 		c.fail(http.StatusServiceUnavailable, "ServiceUnavailable", "DynamoDB Local: "+err.Error())
-		return
+		return 0
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		c.fail(http.StatusServiceUnavailable, "ServiceUnavailable", "DynamoDB Local: "+err.Error())
-		return
+		return 0
 	}
 	if resp.StatusCode == http.StatusOK {
 		c.rememberIterators(out)
@@ -233,6 +258,7 @@ func (c *call) forwardDynamoDB() {
 	}
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(out)
+	return resp.StatusCode
 }
 
 func (c *call) rememberIterators(out []byte) {

@@ -1,12 +1,19 @@
 // Package poller is the local event source mapping: for one stream
 // processor it reads the source table's stream from DynamoDB Local and
 // invokes the processor's Lambda handler with DynamoDBEvent batches, the
-// way Lambda does: about four polls a second, batch size and batching
+// way Lambda does: batch size and batching
 // window, ReportBatchItemFailures (retry from the first failed sequence
 // number), bisect on error, bounded retries with exponential backoff, a
 // maximum record age, and an on-failure destination (the local stack
 // archives what it receives, as the dlq-archiver does in AWS).
 // Shards are read in parallel, each in order, one batch at a time.
+//
+// What it costs does not grow with the stream: the stream is described
+// when a shard may have closed (one was read to its end, or WaitIdle
+// asks), and otherwise once a minute; each shard keeps its iterator; a
+// shard that keeps finding nothing is polled less and less often (from
+// four times a second down to MaxPollInterval), and Wake polls it at once
+// when a write lands on its table.
 package poller
 
 import (
@@ -47,9 +54,15 @@ type Options struct {
 	Region string
 	// AccountID is used in the function ARN (default 000000000000).
 	AccountID string
-	// PollInterval is the pause between empty polls (default 250ms, Lambda's
-	// four polls a second).
-	PollInterval time.Duration
+	// PollInterval is the pause after the first empty poll (default 250ms,
+	// Lambda's four polls a second); each further empty poll in a row
+	// doubles it, up to MaxPollInterval (default 2s; set it to
+	// PollInterval to poll at one rate). Wake and WaitIdle end a pause.
+	PollInterval, MaxPollInterval time.Duration
+	// DescribeEvery is how often the stream is described while no shard
+	// has closed (default 1 minute): a shard read to its end, and WaitIdle,
+	// describe it at once.
+	DescribeEvery time.Duration
 	// RetryBase and RetryMax bound the exponential backoff between retries
 	// of a failing record (defaults 100ms and 5s).
 	RetryBase, RetryMax time.Duration
@@ -102,6 +115,13 @@ func New(opts Options) (*Poller, error) {
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 250 * time.Millisecond
 	}
+	if opts.MaxPollInterval == 0 {
+		opts.MaxPollInterval = 2 * time.Second
+	}
+	opts.MaxPollInterval = max(opts.MaxPollInterval, opts.PollInterval)
+	if opts.DescribeEvery == 0 {
+		opts.DescribeEvery = time.Minute
+	}
 	if opts.RetryBase == 0 {
 		opts.RetryBase = 100 * time.Millisecond
 	}
@@ -147,12 +167,20 @@ func (p *Poller) Run(ctx context.Context) error {
 				wg.Go(func() { p.readShard(ctx, sh) })
 			}
 		}
+		// A failed describe is tried again at the poll rate.
+		every := p.opts.DescribeEvery
+		if err != nil {
+			every = p.opts.PollInterval
+		}
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-p.wakeDescribe:
-		case <-time.After(p.opts.PollInterval):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -216,6 +244,7 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		closed    bool
 		batchSize = max(int(p.opts.Processor.BatchSize), 1)
 		window    = p.opts.Processor.BatchWindow
+		empty     int // polls in a row that found nothing
 	)
 	for ctx.Err() == nil {
 		paused, waited := p.state()
@@ -253,6 +282,10 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 			got = len(page)
 			closed = reader.Closed()
 			p.setPending(sh, buf)
+			empty++
+			if got > 0 {
+				empty = 0
+			}
 			if got == 0 && len(buf) == 0 {
 				p.mu.Lock()
 				sh.emptyPoll = pollStart
@@ -264,21 +297,39 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 			continue
 		}
 		wait := p.opts.PollInterval
-		if len(buf) > 0 && !paused && !waited {
+		if len(buf) == 0 {
+			wait = p.idlePause(empty)
+		} else if !paused && !waited {
 			wait = min(wait, max(window-time.Since(windowAt), 0))
 		}
-		p.sleep(ctx, sh, wait)
+		if p.sleep(ctx, sh, wait) {
+			empty = 0
+		}
 	}
 }
 
-func (p *Poller) sleep(ctx context.Context, sh *shard, d time.Duration) {
+// idlePause is the pause after empty polls in a row that found nothing:
+// PollInterval after the first, doubling up to MaxPollInterval.
+func (p *Poller) idlePause(empty int) time.Duration {
+	d := p.opts.PollInterval << min(max(empty-1, 0), 20)
+	if d > p.opts.MaxPollInterval || d <= 0 {
+		d = p.opts.MaxPollInterval
+	}
+	return d
+}
+
+// sleep pauses the shard for d, or until it is woken (then it reports
+// true) or ctx ends.
+func (p *Poller) sleep(ctx context.Context, sh *shard, d time.Duration) (woken bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-sh.wake:
+		return true
 	case <-t.C:
 	}
+	return false
 }
 
 func (p *Poller) setPending(sh *shard, buf []events.DynamoDBEventRecord) {
@@ -505,6 +556,13 @@ func (p *Poller) kickDescribe() {
 // next tick.
 func (p *Poller) kick() {
 	p.kickDescribe()
+	p.Wake()
+}
+
+// Wake makes every shard poll now, and at the poll rate again if it was
+// backing off: what wrote to the source table calls it, so a write is
+// read at once however long the stream has been quiet.
+func (p *Poller) Wake() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, sh := range p.shards {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/rallyhq/rally/infra/local/poller"
 	"github.com/rallyhq/rally/infra/local/testenv"
@@ -415,4 +417,87 @@ func TestATableWithoutAStreamIsReportedNotAwaitedForever(t *testing.T) {
 	if err := p.WaitIdle(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitIdle = %v, want Run's error at once", err)
 	}
+}
+
+// countingStreams counts the stream calls a poller makes.
+type countingStreams struct {
+	streamread.Client
+	describes, reads atomic.Int64
+}
+
+func (c *countingStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
+	c.describes.Add(1)
+	return c.Client.DescribeStream(ctx, in, opts...)
+}
+
+func (c *countingStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	defer c.reads.Add(1) // once it has answered
+	return c.Client.GetRecords(ctx, in, opts...)
+}
+
+// quietRig is a rig whose poller backs off to maxPoll and counts its
+// stream calls.
+func quietRig(t *testing.T, rec *recorder, poll, maxPoll time.Duration) (*rig, *countingStreams) {
+	t.Helper()
+	db, names, endpoint := testenv.DynamoDB(t)
+	calls := &countingStreams{Client: testenv.StreamsClient(endpoint)}
+	proc := processor(10, 0)
+	proc.Source = schema.Reactions
+	p, err := poller.New(poller.Options{
+		Processor: proc, Handler: rec.handle, Table: names.Of(schema.Reactions),
+		DB: db, Streams: calls, OnFailure: (&destination{}).receive,
+		PollInterval: poll, MaxPollInterval: maxPoll,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &rig{t: t, db: db, names: names, endpoint: endpoint, table: names.Of(schema.Reactions), p: p}, calls
+}
+
+// A quiet stream costs next to nothing: a poller that finds nothing polls
+// less and less often and describes the stream only when it starts, where
+// polling at its base rate would have read the shard a hundred times.
+func TestAQuietStreamIsPolledLessAndLessOften(t *testing.T) {
+	rec := &recorder{}
+	r, calls := quietRig(t, rec, 10*time.Millisecond, 320*time.Millisecond)
+	r.put("a", 1)
+	r.waitIdle()
+	describes, reads := calls.describes.Load(), calls.reads.Load()
+	// 1 s at the base rate is 100 polls; backing off (10, 20, 40, …, 320
+	// ms) it is at most 8.
+	quiet := time.NewTimer(time.Second)
+	<-quiet.C
+	if n := calls.reads.Load() - reads; n > 10 {
+		t.Errorf("a quiet shard was read %d times in a second (backing off from 10 ms to 320 ms: at most 8)", n)
+	}
+	if n := calls.describes.Load() - describes; n != 0 {
+		t.Errorf("a stream whose shards stayed open was described %d times in a second", n)
+	}
+	if applied, _ := rec.snapshot(); !slices.Equal(applied, []string{"a=1"}) {
+		t.Errorf("applied %v", applied)
+	}
+}
+
+// Backing off never delays a write whose writer wakes the poller: with
+// polls an hour apart, a woken poller reads the write at once.
+func TestAWokenPollerReadsAWriteAtOnce(t *testing.T) {
+	rec := &recorder{}
+	r, calls := quietRig(t, rec, time.Hour, time.Hour)
+	await.Until(t, 30*time.Second, "the first poll of the empty stream", func() bool { return calls.reads.Load() > 0 })
+	// The shard's next poll is an hour away.
+	r.put("a", 1)
+	r.p.Wake()
+	await.Until(t, 30*time.Second, "the write is delivered once the poller is woken", func() bool {
+		applied, _ := rec.snapshot()
+		return slices.Equal(applied, []string{"a=1"})
+	})
 }

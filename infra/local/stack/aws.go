@@ -58,6 +58,7 @@ func (s *Stack) startAWS() error {
 		Firehose: s.delivery,
 		Invoke:   s.invoke,
 		Log:      s.log,
+		Written:  s.wake,
 	})
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)

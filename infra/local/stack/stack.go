@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -243,6 +244,7 @@ type Stack struct {
 	archive   *deadletters.Archive
 	streams   streamread.Retained
 	pollers   []*poller.Poller
+	byTable   atomic.Pointer[map[string][]*poller.Poller] // pollers by source table, for wake
 	unbound   []string
 	binaries  *binaries.Set
 	inits     []binaries.Init
@@ -335,6 +337,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.db = dynamodb.New(dynamodb.Options{
 		Region: Region, BaseEndpoint: aws.String(s.ddbURL),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		APIOptions:  []func(*middleware.Stack) error{s.wakeOnWrite},
 	})
 	s.names = opts.Tables
 	if s.names == nil {
@@ -353,7 +356,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.access = access.NewRecorder(s.names)
 	if s.deps, err = app.New(ctx, cfg, app.Options{
 		Clock: s.clock, LogOutput: opts.Log, Function: "rally-local",
-		APIOptions: append([]func(*middleware.Stack) error{s.access.APIOption}, opts.APIOptions...),
+		APIOptions: append([]func(*middleware.Stack) error{s.access.APIOption, s.wakeOnWrite}, opts.APIOptions...),
 		RedisHooks: []redis.Hook{s.access},
 	}); err != nil {
 		return nil, fmt.Errorf("stack: build handlers: %w", err)
@@ -575,6 +578,8 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
+	tables := map[*poller.Poller]string{}
+	defer func() { s.indexPollers(s.pollers, func(p *poller.Poller) string { return tables[p] }) }()
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
 		if p, bin := s.pool(proc.Function); bin {
@@ -596,6 +601,7 @@ func (s *Stack) startPollers(ctx context.Context) error {
 			return fmt.Errorf("stack: %w", err)
 		}
 		s.pollers = append(s.pollers, p)
+		tables[p] = s.names.Of(proc.Source)
 		s.wg.Go(func() {
 			if err := p.Run(ctx); err != nil {
 				s.log.Error("stream poller stopped", "function", p.Function(), "error", err.Error())
