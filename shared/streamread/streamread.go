@@ -108,6 +108,22 @@ type Shard struct {
 // (split or retired) and Next returned its last page.
 func (s *Shard) Closed() bool { return s.closed }
 
+// After is the sequence number of the last record the reader returned or
+// skipped, "" before the first.
+func (s *Shard) After() string { return s.after }
+
+// Advance moves the reader past page, which another reader of the same shard
+// read from where this one stands (After): its next page starts after the
+// page's last record. closed says page was the shard's last.
+func (s *Shard) Advance(page []events.DynamoDBEventRecord, closed bool) {
+	if len(page) > 0 {
+		s.after, s.iter = page[len(page)-1].Change.SequenceNumber, nil
+	}
+	if closed {
+		s.closed, s.iter = true, nil
+	}
+}
+
 // Next returns the next page of records, possibly empty: an open shard
 // whose reader has caught up returns empty pages until more is written. A
 // failed call may be retried; it resumes after the last record returned.

@@ -59,6 +59,9 @@ type Options struct {
 	// doubles it, up to MaxPollInterval (default 2s; set it to
 	// PollInterval to poll at one rate). Wake and WaitIdle end a pause.
 	PollInterval, MaxPollInterval time.Duration
+	// Pages, when set, is shared with the other pollers of the same stream
+	// (NewPages): each page is read from the stream once for all of them.
+	Pages *Pages
 	// DescribeEvery is how often the stream is described while no shard
 	// has closed (default 1 minute): a shard read to its end, and WaitIdle,
 	// describe it at once.
@@ -267,7 +270,7 @@ func (p *Poller) readShard(ctx context.Context, sh *shard) {
 		got := 0
 		if !closed && len(buf) < maxBuffered {
 			pollStart := time.Now()
-			page, err := reader.Next(ctx)
+			page, err := p.opts.Pages.next(ctx, reader)
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("read stream failed", "error", err.Error())

@@ -423,6 +423,7 @@ func TestATableWithoutAStreamIsReportedNotAwaitedForever(t *testing.T) {
 type countingStreams struct {
 	streamread.Client
 	describes, reads atomic.Int64
+	records          atomic.Int64 // records the stream returned
 }
 
 func (c *countingStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
@@ -431,8 +432,12 @@ func (c *countingStreams) DescribeStream(ctx context.Context, in *dynamodbstream
 }
 
 func (c *countingStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
-	defer c.reads.Add(1) // once it has answered
-	return c.Client.GetRecords(ctx, in, opts...)
+	out, err := c.Client.GetRecords(ctx, in, opts...)
+	if err == nil {
+		c.records.Add(int64(len(out.Records)))
+	}
+	c.reads.Add(1) // once it has answered
+	return out, err
 }
 
 // quietRig is a rig whose poller backs off to maxPoll and counts its
@@ -500,4 +505,53 @@ func TestAWokenPollerReadsAWriteAtOnce(t *testing.T) {
 		applied, _ := rec.snapshot()
 		return slices.Equal(applied, []string{"a=1"})
 	})
+}
+
+// Two functions fed by one stream each receive every record, in order,
+// and the stream is read once for both.
+func TestAStreamFeedingTwoFunctionsIsReadOnce(t *testing.T) {
+	db, names, endpoint := testenv.DynamoDB(t)
+	calls := &countingStreams{Client: testenv.StreamsClient(endpoint)}
+	pages := poller.NewPages()
+	recs := []*recorder{{}, {}}
+	var pollers []*poller.Poller
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i, rec := range recs {
+		proc := processor(int32(100+i*150), 0) // batches of their own
+		proc.Function, proc.Source = fmt.Sprintf("fake-processor-%d", i), schema.Reactions
+		p, err := poller.New(poller.Options{
+			Processor: proc, Handler: rec.handle, Table: names.Of(schema.Reactions), Pages: pages,
+			DB: db, Streams: calls, OnFailure: (&destination{}).receive,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollers = append(pollers, p)
+		wg.Go(func() { _ = p.Run(ctx) })
+	}
+	r := &rig{t: t, db: db, table: names.Of(schema.Reactions)}
+	const n = 1200
+	var want []string
+	for v := range n {
+		edge := fmt.Sprintf("k%d", v%40)
+		r.put(edge, v)
+		want = append(want, edge+"="+strconv.Itoa(v))
+	}
+	for _, p := range pollers {
+		wctx, done := context.WithTimeout(ctx, time.Minute)
+		if err := p.WaitIdle(wctx); err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	for i, rec := range recs {
+		if applied, _ := rec.snapshot(); !slices.Equal(applied, want) {
+			t.Errorf("function %d applied %d records, not the %d written in order", i, len(applied), n)
+		}
+	}
+	if got := calls.records.Load(); got != n {
+		t.Errorf("the stream returned %d records for %d written and two functions: each should be read once", got, n)
+	}
 }

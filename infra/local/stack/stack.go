@@ -151,6 +151,11 @@ type Options struct {
 	// RetryBase and RetryMax bound the pollers' retry backoff (defaults
 	// 100ms and 5s).
 	RetryBase, RetryMax time.Duration
+	// PollInterval and MaxPollInterval are the pollers' pauses between
+	// polls of a quiet shard: the first, and the longest they double to
+	// (defaults 250ms and 2s). A write by the stack's handlers wakes the
+	// pollers of its table whatever the pause.
+	PollInterval, MaxPollInterval time.Duration
 	// TickEvery is how often each processor with a Tick is invoked with no
 	// records (default 1s).
 	TickEvery time.Duration
@@ -578,8 +583,12 @@ func (s *Stack) startPollers(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("stack: no feature binds %s", routes.DlqArchiver.Function)
 	}
-	tables := map[*poller.Poller]string{}
-	defer func() { s.indexPollers(s.pollers, func(p *poller.Poller) string { return tables[p] }) }()
+	type feed struct {
+		proc routes.Processor
+		h    streams.Handler
+	}
+	var feeds []feed
+	readers := map[string]int{} // pollers per source table
 	for _, proc := range routes.Processors() {
 		h, ok := s.opts.Processors[proc.Function]
 		if p, bin := s.pool(proc.Function); bin {
@@ -591,17 +600,32 @@ func (s *Stack) startPollers(ctx context.Context) error {
 				continue
 			}
 		}
+		feeds = append(feeds, feed{proc, h})
+		readers[s.names.Of(proc.Source)]++
+	}
+	// A stream that feeds several functions is read once for all of them.
+	pages := map[string]*poller.Pages{}
+	for table, n := range readers {
+		if n > 1 {
+			pages[table] = poller.NewPages()
+		}
+	}
+	tables := map[*poller.Poller]string{}
+	defer func() { s.indexPollers(s.pollers, func(p *poller.Poller) string { return tables[p] }) }()
+	for _, f := range feeds {
+		proc, h, table := f.proc, f.h, s.names.Of(f.proc.Source)
 		p, err := poller.New(poller.Options{
-			Processor: proc, Handler: h, Table: s.names.Of(proc.Source),
+			Processor: proc, Handler: h, Table: table, Pages: pages[table],
 			DB: s.db, Streams: sc, Region: Region, AccountID: authorizer.AccountID,
 			OnFailure: func(ctx context.Context, p streamread.Parked) error { return deliverParked(ctx, archive, p) },
 			RetryBase: s.opts.RetryBase, RetryMax: s.opts.RetryMax, Log: s.log,
+			PollInterval: s.opts.PollInterval, MaxPollInterval: s.opts.MaxPollInterval,
 		})
 		if err != nil {
 			return fmt.Errorf("stack: %w", err)
 		}
 		s.pollers = append(s.pollers, p)
-		tables[p] = s.names.Of(proc.Source)
+		tables[p] = table
 		s.wg.Go(func() {
 			if err := p.Run(ctx); err != nil {
 				s.log.Error("stream poller stopped", "function", p.Function(), "error", err.Error())
