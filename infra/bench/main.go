@@ -35,6 +35,7 @@ var benches = []bench{
 	{"visible", benchVisible},
 	{"coalescing", benchCoalescing},
 	{"coldstart", benchColdstart},
+	{"size", benchSize},
 }
 
 func main() {

@@ -40,6 +40,8 @@ type routesStack struct {
 	meter *routesMeter
 	http  *http.Client
 	dir   string
+	// redisPID is the redis-server the stack uses, for its CPU time.
+	redisPID int
 
 	mu     sync.Mutex
 	tokens map[string]string

@@ -379,7 +379,7 @@ func visibleFloor(ctx context.Context, env *Env) ([]time.Duration, error) {
 	}
 	p, err := poller.New(poller.Options{
 		Processor: routes.Processor{Function: "bench-floor", BatchSize: 100, MaxRetries: 1, MaxRecordAge: time.Hour},
-		Handler:   handler, Table: table, DB: db, Region: stack.Region, PollInterval: visiblePollerInterval,
+		Handler:   handler, Table: table, DB: db, Region: stack.Region, PollInterval: visiblePollerInterval, MaxPollInterval: visiblePollerInterval,
 		Streams:   streamread.Retained{Client: dynamodbstreams.New(dynamodbstreams.Options{Region: stack.Region, BaseEndpoint: aws.String(env.DynamoDB.Endpoint()), Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})},
 		OnFailure: func(context.Context, streamread.Parked) error { return errors.New("the floor's handler does not fail") },
 	})
