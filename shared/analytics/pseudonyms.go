@@ -169,11 +169,12 @@ func (p *Pseudonyms) readAll(ctx context.Context, table, keyAttr string, users [
 	return secrets, nil
 }
 
-// claim is one user's secret on its way into Table: the transaction items
-// that store it, guarded.
+// claim is one user's secret on its way into Table, moved from Players or
+// new, and the transaction items that store it, guarded.
 type claim struct {
 	user   string
 	secret []byte
+	moved  bool
 	items  []types.TransactWriteItem
 }
 
@@ -203,8 +204,7 @@ func (p *Pseudonyms) create(ctx context.Context, users []string, since map[strin
 				return nil, err
 			}
 		}
-		pending[i] = claim{user: u, secret: secret}
-		pending[i].items, _ = p.storeItems(ctx, u, since[u], secret, moved)
+		pending[i] = claim{user: u, secret: secret, moved: moved}
 	}
 
 	var (
@@ -218,6 +218,11 @@ func (p *Pseudonyms) create(ctx context.Context, users []string, since map[strin
 				unsettled = append(unsettled, c.user)
 			}
 			break
+		}
+		// The guard's items are made afresh for each attempt, as a lone
+		// user's are, so they follow the erasure key's versions.
+		for i, c := range pending {
+			pending[i].items, _ = p.storeItems(ctx, c.user, since[c.user], c.secret, c.moved)
 		}
 		var again []claim
 		g, gctx := errgroup.WithContext(ctx)
