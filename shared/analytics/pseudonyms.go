@@ -77,9 +77,9 @@ type ErasureGuard interface {
 // secrets are read 100 users a call, the legacy copies of those without
 // one likewise, and the missing secrets are stored many users to a
 // transaction (each user's put beside that user's own erasure guard), the
-// calls running concurrently. A user whose transaction was cancelled (one
-// of its users is erased, or a concurrent shipper stored a secret first)
-// is settled on their own.
+// calls running concurrently. Secrets are not kept across calls: a cache
+// could only spare the read by trusting a secret the Eraser may have
+// deleted since.
 func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) (map[string]string, error) {
 	users := make([]string, 0, len(since))
 	for u := range since {
