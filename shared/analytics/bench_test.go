@@ -2,14 +2,22 @@ package analytics_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/obs"
+	"github.com/rallyhq/rally/shared/privacy"
+	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 // BenchmarkMap measures the shipper's CPU path per event: decoding a
@@ -131,4 +139,52 @@ func tree(t *testing.T, dir string) (size int64, files int) {
 		t.Fatal(err)
 	}
 	return size, files
+}
+
+// BenchmarkShipNewPlayers ships one event each of 10,000 players seen for
+// the first time, against DynamoDB Local, in batches the size of the
+// shipper's event source mapping, with the erasure guard in play: the
+// backlog a seeded or launched game leaves, where every player needs a new
+// secret. Each iteration brings 10,000 players never seen before.
+//
+//	go test ./shared/analytics -run '^$' -bench ShipNewPlayers -benchtime 1x
+func BenchmarkShipNewPlayers(b *testing.B) {
+	const players = 10_000
+	r := newRig(b)
+	pids := r.pseudonyms()
+	pids.Guard = &privacy.Records{DB: r.db, Table: r.names.Of(schema.Erasures),
+		Hasher: privacy.NewHasher(secrets.Fixed([]byte("bench-erasure-key"), nil))}
+	hose := newFakeFirehose()
+	shipper := &analytics.Shipper{
+		Decoders: decoders, Tables: r.names, PIDs: pids, Shipped: r.shipped(),
+		Sink:    &analytics.FirehoseSink{Client: hose, Stream: "rally-events"},
+		Metrics: obs.NewMetrics(io.Discard, "analytics-shipper"),
+	}
+	size := int(routes.AnalyticsShipper.BatchSize)
+	at := time.Date(year, 3, 10, 9, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		recs := make([]events.DynamoDBEventRecord, players)
+		for p := range recs {
+			user, when, seq := fmt.Sprintf("new-%d-%05d", i, p), at.Add(time.Duration(p)*time.Second), i*players+p
+			switch p % 3 {
+			case 0:
+				recs[p] = record(r.names, schema.Activity, seq, "INSERT", activityItem(user, when, fmt.Sprint("e", seq), "MATCH_PLAYED", 5, 1, "eu"), nil)
+			case 1:
+				recs[p] = record(r.names, schema.Reactions, seq, "INSERT", edgeItem(user, "favorite", fmt.Sprint("g", p%13), "ACTIVE", 1, when), nil)
+			case 2:
+				recs[p] = record(r.names, schema.ScoreEvents, seq, "INSERT", scoreEventItem("arena", user, fmt.Sprint("m", seq), int64(p), when), nil)
+			}
+		}
+		b.StartTimer()
+		for start := 0; start < len(recs); start += size {
+			if err := shipper.Process(ctx, recs[start:min(start+size, len(recs))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/10k-players")
+	b.ReportMetric(float64(hose.calls)/float64(b.N), "firehose-calls/10k-players")
 }

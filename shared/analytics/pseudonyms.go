@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -31,8 +32,9 @@ const SecretAttr = schema.AttrAnalyticsSecret
 const (
 	secretBytes = 32
 	pidHexLen   = 32
-	// secretCreators bounds the concurrent secret creations of one call.
-	secretCreators = 16
+	// inFlight bounds the concurrent DynamoDB calls of one step of a
+	// batch: reading or storing secrets, reading or writing markers.
+	inFlight = 16
 	// settleAttempts bounds how often one user's secret is looked for
 	// again after a concurrent caller stored or moved it first.
 	settleAttempts = 8
@@ -70,62 +72,44 @@ type ErasureGuard interface {
 // since[user], creating the secret of a user who has none; concurrent
 // callers creating or moving the same secret agree on it. A user erased at
 // or after that time gets the PID "" (no secret is stored for them).
+//
+// A batch of new players costs a few calls, not a few per player: the
+// secrets are read 100 users a call, the legacy copies of those without
+// one likewise, and the missing secrets are stored many users to a
+// transaction (each user's put beside that user's own erasure guard), the
+// calls running concurrently. Secrets are not kept across calls: a cache
+// could only spare the read by trusting a secret the Eraser may have
+// deleted since.
 func (p *Pseudonyms) PIDsSince(ctx context.Context, since map[string]time.Time) (map[string]string, error) {
-	var keys []map[string]types.AttributeValue
-	seen := map[string]bool{}
+	users := make([]string, 0, len(since))
 	for u := range since {
 		if u != "" {
-			seen[u] = true
-			keys = append(keys, p.key(u))
+			users = append(users, u)
 		}
 	}
-	if len(keys) == 0 {
+	if len(users) == 0 {
 		return map[string]string{}, nil
 	}
-	items, err := ddb.BatchGet(ctx, p.DB, p.Table, keys, true, schema.AttrUserID, SecretAttr)
+	slices.Sort(users)
+	secrets, err := p.readAll(ctx, p.Table, schema.AttrUserID, users)
 	if err != nil {
-		return nil, fmt.Errorf("analytics: read secrets: %w", err)
-	}
-	secrets := make(map[string][]byte, len(keys))
-	for _, it := range items {
-		id, ok := it[schema.AttrUserID].(*types.AttributeValueMemberS)
-		if !ok {
-			continue
-		}
-		secret, ok, err := secretOf(it)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			secrets[id.Value] = secret
-		}
+		return nil, err
 	}
 	var missing []string
-	for u := range seen {
+	for _, u := range users {
 		if secrets[u] == nil {
 			missing = append(missing, u)
 		}
 	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(secretCreators)
-	for _, u := range missing {
-		g.Go(func() error {
-			secret, err := p.settle(gctx, u, since[u])
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			secrets[u] = secret
-			return nil
-		})
+	if len(missing) > 0 {
+		created, err := p.create(ctx, missing, since)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(secrets, created)
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	pids := make(map[string]string, len(seen))
-	for u := range seen {
+	pids := make(map[string]string, len(users))
+	for _, u := range users {
 		if secrets[u] != nil {
 			pids[u] = PID(secrets[u], u)
 		} else {
@@ -141,6 +125,207 @@ func (p *Pseudonyms) key(user string) map[string]types.AttributeValue {
 
 func (p *Pseudonyms) legacyKey(user string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrPlayerID: ddb.S(user)}
+}
+
+// readAll reads the secrets users have in table (keyed by keyAttr), 100
+// users a call, the calls running concurrently. A user with none is absent
+// from the result.
+func (p *Pseudonyms) readAll(ctx context.Context, table, keyAttr string, users []string) (map[string][]byte, error) {
+	var mu sync.Mutex
+	secrets := make(map[string][]byte, len(users))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inFlight)
+	for chunk := range slices.Chunk(users, ddb.MaxBatchGet) {
+		g.Go(func() error {
+			keys := make([]map[string]types.AttributeValue, len(chunk))
+			for i, u := range chunk {
+				keys[i] = map[string]types.AttributeValue{keyAttr: ddb.S(u)}
+			}
+			items, err := ddb.BatchGet(gctx, p.DB, table, keys, true, keyAttr, SecretAttr)
+			if err != nil {
+				return fmt.Errorf("analytics: read secrets: %w", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				id, ok := it[keyAttr].(*types.AttributeValueMemberS)
+				if !ok {
+					continue
+				}
+				secret, ok, err := secretOf(it)
+				if err != nil {
+					return err
+				}
+				if ok {
+					secrets[id.Value] = secret
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return secrets, nil
+}
+
+// claim is one user's secret on its way into Table, moved from Players or
+// new, and the transaction items that store it, guarded.
+type claim struct {
+	user   string
+	secret []byte
+	moved  bool
+	items  []types.TransactWriteItem
+}
+
+// create stores a secret for each of users, who had none in Table when it
+// was read: their legacy secret, moved, or a new one. It returns the
+// secrets stored or found stored; an erased user is absent.
+//
+// The claims go into transactions as many as ddb.MaxTransact items hold.
+// When DynamoDB cancels one, the users whose own items failed (erased, or
+// a concurrent shipper stored their secret first) are settled one at a
+// time, as a lone user always was; the others, held up only by sharing
+// their transaction, are tried again together.
+func (p *Pseudonyms) create(ctx context.Context, users []string, since map[string]time.Time) (map[string][]byte, error) {
+	legacy := map[string][]byte{}
+	if p.Legacy != "" {
+		var err error
+		if legacy, err = p.readAll(ctx, p.Legacy, schema.AttrPlayerID, users); err != nil {
+			return nil, err
+		}
+	}
+	pending := make([]claim, len(users))
+	for i, u := range users {
+		secret, moved := legacy[u], legacy[u] != nil
+		if !moved {
+			var err error
+			if secret, err = newSecret(); err != nil {
+				return nil, err
+			}
+		}
+		pending[i] = claim{user: u, secret: secret, moved: moved}
+	}
+
+	var (
+		mu        sync.Mutex
+		secrets   = make(map[string][]byte, len(users))
+		unsettled []string
+	)
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt == settleAttempts {
+			for _, c := range pending {
+				unsettled = append(unsettled, c.user)
+			}
+			break
+		}
+		// The guard's items are made afresh for each attempt, as a lone
+		// user's are, so they follow the erasure key's versions.
+		for i, c := range pending {
+			pending[i].items, _ = p.storeItems(ctx, c.user, since[c.user], c.secret, c.moved)
+		}
+		var again []claim
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(inFlight)
+		for _, group := range transactions(pending) {
+			g.Go(func() error {
+				stored, lone, rest, err := p.storeAll(gctx, group)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if stored {
+					for _, c := range group {
+						secrets[c.user] = c.secret
+					}
+				}
+				for _, c := range lone {
+					unsettled = append(unsettled, c.user)
+				}
+				again = append(again, rest...)
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		pending = again
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inFlight)
+	for _, u := range unsettled {
+		g.Go(func() error {
+			secret, err := p.settle(gctx, u, since[u])
+			if err != nil || secret == nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			secrets[u] = secret
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return secrets, nil
+}
+
+// transactions splits claims, in order, into groups whose items fit one
+// transaction.
+func transactions(claims []claim) [][]claim {
+	var (
+		groups [][]claim
+		start  int
+		items  int
+	)
+	for i, c := range claims {
+		if items+len(c.items) > ddb.MaxTransact {
+			groups, start, items = append(groups, claims[start:i]), i, 0
+		}
+		items += len(c.items)
+	}
+	return append(groups, claims[start:])
+}
+
+// storeAll stores the secrets of group in one transaction. When DynamoDB
+// cancels it, lone are the claims with an item that failed, to be settled
+// one at a time, and rest the others; a cancellation that names no item
+// makes every claim lone.
+func (p *Pseudonyms) storeAll(ctx context.Context, group []claim) (stored bool, lone, rest []claim, err error) {
+	var items []types.TransactWriteItem
+	owner := make([]int, 0, ddb.MaxTransact)
+	for i, c := range group {
+		items = append(items, c.items...)
+		for range c.items {
+			owner = append(owner, i)
+		}
+	}
+	_, err = p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return true, nil, nil, nil
+	}
+	failed, cancelled := ddb.CancelledBy(err)
+	if !cancelled {
+		return false, nil, nil, fmt.Errorf("analytics: store secrets: %w", err)
+	}
+	if len(failed) == 0 {
+		return false, group, nil, nil
+	}
+	alone := make([]bool, len(group))
+	for _, i := range failed {
+		alone[owner[i]] = true
+	}
+	for i, c := range group {
+		if alone[i] {
+			lone = append(lone, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return false, lone, rest, nil
 }
 
 // settle returns the secret of a user the batch read found none for: the
@@ -168,9 +353,9 @@ func (p *Pseudonyms) settle(ctx context.Context, user string, since time.Time) (
 		}
 		secret := legacy
 		if secret == nil {
-			secret = make([]byte, secretBytes)
-			if _, err := rand.Read(secret); err != nil {
-				return nil, fmt.Errorf("analytics: new secret: %w", err)
+			var err error
+			if secret, err = newSecret(); err != nil {
+				return nil, err
 			}
 		}
 		switch stored, err := p.store(ctx, user, since, secret, legacy != nil); {
@@ -198,23 +383,7 @@ const (
 // transaction with the erasure guard and, when moved is set, with removing
 // the same secret from the user's Players item.
 func (p *Pseudonyms) store(ctx context.Context, user string, since time.Time, secret []byte, moved bool) (storeState, error) {
-	var items []types.TransactWriteItem
-	if p.Guard != nil {
-		items = append(items, p.Guard.Unerased(ctx, user, since)...)
-	}
-	guards := len(items)
-	absent := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(schema.AttrUserID))))
-	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(p.Table, map[string]types.AttributeValue{
-		schema.AttrUserID: ddb.S(user),
-		SecretAttr:        &types.AttributeValueMemberB{Value: secret},
-	}, absent)})
-	if moved {
-		attr := expression.Name(SecretAttr)
-		removed := ddb.MustBuild(expression.NewBuilder().
-			WithUpdate(expression.Remove(attr)).
-			WithCondition(attr.Equal(expression.Value(secret))))
-		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(p.Legacy, p.legacyKey(user), removed)})
-	}
+	items, guards := p.storeItems(ctx, user, since, secret, moved)
 	_, err := p.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		return stateStored, nil
@@ -228,6 +397,39 @@ func (p *Pseudonyms) store(ctx context.Context, user string, since time.Time, se
 		return stateLost, nil
 	}
 	return stateLost, fmt.Errorf("analytics: store a secret: %w", err)
+}
+
+// storeItems are the transaction items that store one user's secret: the
+// erasure guard's checks (the first guards items), the put into Table
+// unless the user has a secret there already, and, when moved is set, the
+// removal of the same secret from the user's Players item.
+func (p *Pseudonyms) storeItems(ctx context.Context, user string, since time.Time, secret []byte, moved bool) (items []types.TransactWriteItem, guards int) {
+	if p.Guard != nil {
+		items = append(items, p.Guard.Unerased(ctx, user, since)...)
+	}
+	guards = len(items)
+	absent := ddb.MustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(schema.AttrUserID))))
+	items = append(items, types.TransactWriteItem{Put: ddb.TransactPut(p.Table, map[string]types.AttributeValue{
+		schema.AttrUserID: ddb.S(user),
+		SecretAttr:        &types.AttributeValueMemberB{Value: secret},
+	}, absent)})
+	if moved {
+		attr := expression.Name(SecretAttr)
+		removed := ddb.MustBuild(expression.NewBuilder().
+			WithUpdate(expression.Remove(attr)).
+			WithCondition(attr.Equal(expression.Value(secret))))
+		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(p.Legacy, p.legacyKey(user), removed)})
+	}
+	return items, guards
+}
+
+// newSecret is a new user's secret.
+func newSecret() ([]byte, error) {
+	secret := make([]byte, secretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("analytics: new secret: %w", err)
+	}
+	return secret, nil
 }
 
 // read returns the secret kept in a table's item; ok is false when it has

@@ -1,10 +1,12 @@
 package analytics_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/shared/analytics"
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/players"
 	pldynamo "github.com/rallyhq/rally/shared/players/dynamo"
+	"github.com/rallyhq/rally/shared/privacy"
 	"github.com/rallyhq/rally/shared/schema"
+	"github.com/rallyhq/rally/shared/secrets"
 )
 
 var pidPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -261,4 +266,120 @@ func pidsOf(ctx context.Context, p *analytics.Pseudonyms, users []string) (map[s
 		since[u] = time.Time{}
 	}
 	return p.PIDsSince(ctx, since)
+}
+
+// A batch of new players gets one secret each, stored in a few calls
+// rather than a call per player, and the PIDs a later call (one player at
+// a time) finds; a legacy secret keeps its PID; an erased player in the
+// batch gets no PID, and no secret is made for them again.
+func TestABatchOfNewPlayersGetsOneSecretEach(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	db := &countingDB{DB: r.db}
+	erasures := &privacy.Records{DB: r.db, Table: r.names.Of(schema.Erasures),
+		Hasher: privacy.NewHasher(secrets.Fixed([]byte("erasure-key"), nil))}
+	pids := &analytics.Pseudonyms{DB: db, Table: r.names.Of(schema.AnalyticsSecrets), Legacy: r.names.Of(schema.Players), Guard: erasures}
+	before := time.Date(year, 3, 10, 9, 0, 0, 0, time.UTC)
+
+	// gone had a secret and was erased after the batch's events.
+	if first, err := pids.PIDsSince(ctx, map[string]time.Time{"gone": before}); err != nil || first["gone"] == "" {
+		t.Fatalf("PID before the erasure: %v %v", first, err)
+	}
+	if _, err := erasures.Request(ctx, "gone", before.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&analytics.Eraser{DB: r.db, Table: r.names.Of(schema.AnalyticsSecrets)}).Erase(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	legacy := map[string][]byte{}
+	for i := range 5 {
+		user := fmt.Sprintf("old-%d", i)
+		legacy[user] = bytes.Repeat([]byte{byte(i + 1)}, 32)
+		if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.names.Of(schema.Players)), Item: map[string]types.AttributeValue{
+			schema.AttrPlayerID: s(user), analytics.SecretAttr: &types.AttributeValueMemberB{Value: legacy[user]},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := map[string]time.Time{"gone": before}
+	for u := range legacy {
+		since[u] = before
+	}
+	const fresh = 400
+	for i := range fresh {
+		since[fmt.Sprintf("new-%03d", i)] = before.Add(time.Duration(i) * time.Second)
+	}
+	db.transacts.Store(0)
+
+	got, err := pids.PIDsSince(ctx, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["gone"] != "" {
+		t.Errorf("the erased player's late event got PID %q", got["gone"])
+	}
+	if n := db.transacts.Load(); n > fresh/10 {
+		t.Errorf("%d transactions stored the secrets of %d new players", n, fresh)
+	}
+	stored := r.secrets(t)
+	if _, ok := stored["gone"]; ok {
+		t.Error("the erased player's secret was made again")
+	}
+	if len(stored) != len(since)-1 {
+		t.Errorf("%d secrets stored for %d players who may have one", len(stored), len(since)-1)
+	}
+	for u := range since {
+		if u == "gone" {
+			continue
+		}
+		if want := analytics.PID(stored[u], u); got[u] != want {
+			t.Errorf("%s: PID %q, from the stored secret %q", u, got[u], want)
+		}
+		if secret, ok := legacy[u]; ok && got[u] != analytics.PID(secret, u) {
+			t.Errorf("%s: PID %q is not the one the legacy secret gives", u, got[u])
+		}
+		one, err := pids.PIDsSince(ctx, map[string]time.Time{u: since[u]})
+		if err != nil || one[u] != got[u] {
+			t.Fatalf("%s alone: PID %v %v, in the batch %q", u, one, err, got[u])
+		}
+	}
+	if one, err := pids.PIDsSince(ctx, map[string]time.Time{"gone": before}); err != nil || one["gone"] != "" {
+		t.Fatalf("the erased player alone: %v %v", one, err)
+	}
+	if _, ok := r.secrets(t)["gone"]; ok {
+		t.Error("the erased player's secret was made again")
+	}
+}
+
+// secrets reads every secret in AnalyticsSecrets, by user.
+func (r rig) secrets(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	p := dynamodb.NewScanPaginator(r.db, &dynamodb.ScanInput{TableName: aws.String(r.names.Of(schema.AnalyticsSecrets)), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			id := it[schema.AttrUserID].(*types.AttributeValueMemberS).Value
+			if _, dup := out[id]; dup {
+				t.Fatalf("two items for one user")
+			}
+			out[id] = it[analytics.SecretAttr].(*types.AttributeValueMemberB).Value
+		}
+	}
+	return out
+}
+
+// countingDB counts the transactions a store writes.
+type countingDB struct {
+	ddb.DB
+	transacts atomic.Int64
+}
+
+func (c *countingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.transacts.Add(1)
+	return c.DB.TransactWriteItems(ctx, in, opts...)
 }

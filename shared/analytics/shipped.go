@@ -3,10 +3,13 @@ package analytics
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ddb"
@@ -34,25 +37,39 @@ func (s *Shipped) key(id string) map[string]types.AttributeValue {
 }
 
 // Filter returns the ids, in order and without repeats, that have no
-// marker yet.
+// marker yet. The markers are read 100 a call, the calls running
+// concurrently (a batch of 1,000 events is ten reads, not ten in a row).
 func (s *Shipped) Filter(ctx context.Context, ids []string) ([]string, error) {
 	ids = unique(ids)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	keys := make([]map[string]types.AttributeValue, len(ids))
-	for i, id := range ids {
-		keys[i] = s.key(id)
+	var mu sync.Mutex
+	shipped := make(map[string]bool, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inFlight)
+	for chunk := range slices.Chunk(ids, ddb.MaxBatchGet) {
+		g.Go(func() error {
+			keys := make([]map[string]types.AttributeValue, len(chunk))
+			for i, id := range chunk {
+				keys[i] = s.key(id)
+			}
+			items, err := ddb.BatchGet(gctx, s.DB, s.Table, keys, true, schema.AttrPK)
+			if err != nil {
+				return fmt.Errorf("analytics: read shipped markers: %w", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				if pk, ok := it[schema.AttrPK].(*types.AttributeValueMemberS); ok {
+					shipped[strings.TrimPrefix(pk.Value, schema.CountersShipPrefix)] = true
+				}
+			}
+			return nil
+		})
 	}
-	items, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true, schema.AttrPK)
-	if err != nil {
-		return nil, fmt.Errorf("analytics: read shipped markers: %w", err)
-	}
-	shipped := make(map[string]bool, len(items))
-	for _, it := range items {
-		if pk, ok := it[schema.AttrPK].(*types.AttributeValueMemberS); ok {
-			shipped[strings.TrimPrefix(pk.Value, schema.CountersShipPrefix)] = true
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	unsent := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -63,23 +80,31 @@ func (s *Shipped) Filter(ctx context.Context, ids []string) ([]string, error) {
 	return unsent, nil
 }
 
-// Mark records that the events with ids reached the sink.
+// Mark records that the events with ids reached the sink, 25 markers a
+// call, the calls running concurrently.
 func (s *Shipped) Mark(ctx context.Context, ids []string) error {
 	ids = unique(ids)
 	if len(ids) == 0 {
 		return nil
 	}
 	expires := ddb.N(s.now().Add(MarkerRetention).Unix())
-	reqs := make([]types.WriteRequest, len(ids))
-	for i, id := range ids {
-		item := s.key(id)
-		item[schema.TTL] = expires
-		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inFlight)
+	for chunk := range slices.Chunk(ids, ddb.MaxBatchWrite) {
+		g.Go(func() error {
+			reqs := make([]types.WriteRequest, len(chunk))
+			for i, id := range chunk {
+				item := s.key(id)
+				item[schema.TTL] = expires
+				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+			}
+			if err := ddb.BatchWrite(gctx, s.DB, s.Table, reqs); err != nil {
+				return fmt.Errorf("analytics: write shipped markers: %w", err)
+			}
+			return nil
+		})
 	}
-	if err := ddb.BatchWrite(ctx, s.DB, s.Table, reqs); err != nil {
-		return fmt.Errorf("analytics: write shipped markers: %w", err)
-	}
-	return nil
+	return g.Wait()
 }
 
 func (s *Shipped) now() time.Time {

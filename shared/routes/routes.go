@@ -595,8 +595,9 @@ func analyticsShipper(source schema.Table) Processor {
 				// Of Players it reads and removes only the analytics
 				// secret deployments kept there before AnalyticsSecrets,
 				// moving it over (analytics.Pseudonyms): never a profile
-				// or friend list.
-				{Table: schema.Players, Actions: GetItem | UpdateItem, Attributes: []string{schema.AttrAnalyticsSecret}},
+				// or friend list. A batch's new players are looked up
+				// 100 a call.
+				{Table: schema.Players, Actions: BatchGetItem | GetItem | UpdateItem, Attributes: []string{schema.AttrAnalyticsSecret}},
 			},
 			Analytics: true,
 			// The erasure check looks the user's record up by its hash.

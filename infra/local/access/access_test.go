@@ -72,6 +72,9 @@ var usedWhenRacing = map[string]string{
 		"in Redis's generation (reactions Eraser.markMoved)",
 	"analytics-shipper GetItem on AnalyticsSecrets": "two shipper invocations store one new user's secret at " +
 		"once, and the later one reads the first one's back (analytics.Pseudonyms)",
+	"analytics-shipper GetItem on Players": "a user whose own item fails the transaction storing a batch's new " +
+		"secrets (erased, or stored first by another invocation) is settled alone, reading any legacy copy again " +
+		"(analytics.Pseudonyms); the batch reads them 100 a call",
 }
 
 // scheduleOff: the job runner's schedule looks up the last reconcile (by
