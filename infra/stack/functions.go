@@ -184,6 +184,7 @@ func unionUses(a, b routes.Uses) routes.Uses {
 		Secrets:   routes.MergeSecrets(a.Secrets, b.Secrets),
 		Analytics: a.Analytics || b.Analytics,
 		Documents: a.Documents | b.Documents,
+		Imports:   a.Imports || b.Imports,
 	}
 }
 
