@@ -314,11 +314,12 @@ func TestAnImportCutShortAndResumedEndsLikeOneWholeRun(t *testing.T) {
 		define(t, c, "whole-"+b.policy, b)
 		define(t, c, "cut-"+b.policy, b)
 	}
-	n := testenv.Scale(6000, 6000)
+	n := testenv.Scale(4000, 4000)
 	files := map[string]string{}
+	now := s.Clock().Now()
 	for _, prefix := range []string{"whole-", "cut-"} {
 		var lines []string
-		for i, sub := range submissions(2, prefix, 400, n, s.Clock().Now()) {
+		for i, sub := range submissions(2, prefix, 400, n, now) {
 			if i%500 == 7 {
 				lines = append(lines, `{"type":"score","leaderboard_id":"`+prefix+`best","player_id":"p-0001","score":"high"}`)
 			}
@@ -328,16 +329,18 @@ func TestAnImportCutShortAndResumedEndsLikeOneWholeRun(t *testing.T) {
 	}
 	task := all.Importer(d)
 
+	start := time.Now()
 	whole := run(t, task, files["whole-"], func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) })
 
+	t.Logf("%d lines imported in one run in %v", n, time.Since(start))
 	r := rand.New(rand.NewPCG(3, 3))
 	cuts := 0
 	cut := run(t, task, files["cut-"], func() (context.Context, context.CancelFunc) {
 		cuts++
-		if cuts > 40 {
+		if cuts > 15 {
 			return context.WithCancel(context.Background())
 		}
-		return context.WithTimeout(context.Background(), time.Duration(100+r.IntN(700))*time.Millisecond)
+		return context.WithTimeout(context.Background(), time.Duration(200+r.IntN(3000))*time.Millisecond)
 	})
 	if cut.Rejected != whole.Rejected || whole.Rejected != int64(n/500) {
 		t.Fatalf("rejected: %d cut short, %d whole; want %d", cut.Rejected, whole.Rejected, n/500)
@@ -362,6 +365,13 @@ func TestAnImportCutShortAndResumedEndsLikeOneWholeRun(t *testing.T) {
 			slices.Sort(*into)
 		}
 		if len(want) == 0 || !slices.Equal(got, want) {
+			diffs := 0
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] && diffs < 5 {
+					diffs++
+					t.Logf("cut %q, whole %q", got[i], want[i])
+				}
+			}
 			t.Fatalf("%s: %d scores cut short, %d whole", b.policy, len(got), len(want))
 		}
 		for prefix, count := range map[string]int{"whole-": len(want), "cut-": len(got)} {

@@ -142,6 +142,8 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 	for _, ref := range refs {
 		group := groups[ref]
 		d := group[0].d
+		// Named, changed or not: a run cut short may have written it.
+		touched = append(touched, d.ID+"/"+ref.Period)
 		if held.Banned[ref.Player] {
 			for _, l := range group {
 				rejected = append(rejected, imports.Rejection{Line: l.no, Reason: fmt.Sprintf("player %s is banned from leaderboards", ref.Player)})
@@ -163,7 +165,6 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 		if cur == nil {
 			members[BoardPeriod{d.ID, ref.Period}]++
 		}
-		touched = append(touched, d.ID+"/"+ref.Period)
 	}
 	if err := im.Scores.Import(ctx, orders, scores, members, recorded); err != nil {
 		return nil, nil, err
@@ -345,10 +346,11 @@ func errMessage(err error) string {
 }
 
 // CatchUp implements imports.Importer: each board period the import
-// changed has its member count and histogram recounted from its scores
-// (a chunk applied again after a run cut short may have counted a player
-// as new twice, or not at all) and its Redis board rebuilt, so the board
-// is whole when the job ends however far the leaderboard processor got.
+// changed has its member count recounted from its scores (a chunk
+// applied again after a run cut short may have counted a player as new
+// twice, or not at all) and its Redis board rebuilt, so the board is
+// whole when the job ends however far the leaderboard processor got. The
+// histograms are the processor's, from the stream, as for submissions.
 func (im *Importer) CatchUp(ctx context.Context, touched []string, w *jobs.Work) error {
 	for _, t := range touched {
 		board, period, _ := strings.Cut(t, "/")
@@ -359,7 +361,7 @@ func (im *Importer) CatchUp(ctx context.Context, touched []string, w *jobs.Work)
 		if err != nil {
 			return err
 		}
-		if _, err := im.Jobs.recount(ctx, BoardPeriod{board, period}, w); err != nil {
+		if _, err := im.Jobs.recountMembers(ctx, BoardPeriod{board, period}, w); err != nil {
 			return err
 		}
 		if err := im.Jobs.rebuildWhole(ctx, d, period); err != nil {
