@@ -419,3 +419,77 @@ func run(t *testing.T, task interface {
 		}
 	}
 }
+
+// Favorites and likes imported count like the same reactions made
+// through the API (a user reacting twice counts once; a removed favorite
+// comes back), bad lines are refused, and importing the file again
+// changes no count.
+func TestImportedReactionsCountLikeReactionsMadeThroughTheAPI(t *testing.T) {
+	s, c := importStack(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(4, 4))
+	games, posts := 12, 30
+	var lines []string
+	for range testenv.Scale(2000, 2000) {
+		user := fmt.Sprintf("u-%03d", r.IntN(200))
+		if r.IntN(3) == 0 {
+			post := fmt.Sprintf("post-%02d", r.IntN(posts))
+			c.Player(user, "PUT", "/v1/posts/api-"+post+"/like", nil).Expect(t, 200)
+			lines = append(lines, encode(t, map[string]string{"type": "like", "user_id": user, "post_id": "imp-" + post}))
+			continue
+		}
+		game := fmt.Sprintf("game-%02d", r.IntN(games))
+		c.Player(user, "POST", "/v1/favorites/api-"+game, nil).Expect(t, 200)
+		lines = append(lines, encode(t, map[string]string{"type": "favorite", "user_id": user, "game_id": "imp-" + game, "created_at": "2026-01-02T03:04:05Z"}))
+	}
+	// A favorite removed before the import comes back, as a new favorite
+	// through the API would.
+	c.Player("u-000", "DELETE", "/v1/favorites/imp-game-00", nil).Expect(t, 200)
+	lines = append(lines,
+		`{"type":"favorite","user_id":"u-000","post_id":"imp-post-00"}`,
+		`{"type":"like","user_id":"u 0","post_id":"imp-post-00"}`,
+		`{"type":"favorite","user_id":"u-000"}`,
+	)
+	path := writeLines(t, "reactions.jsonl", lines)
+	j := runImport(t, c, path)
+	if j.Rejected != 3 {
+		t.Fatalf("rejected %d lines, want 3: %q", j.Rejected, j.Examples)
+	}
+	counts := func() map[string]int64 {
+		if err := s.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, prefix := range []string{"api-", "imp-"} {
+			for g := range games {
+				var body struct {
+					Count int64 `json:"count"`
+				}
+				c.Player("reader", "GET", fmt.Sprintf("/v1/games/%sgame-%02d/favorites/count", prefix, g), nil).Expect(t, 200).JSON(t, &body)
+				out[fmt.Sprintf("%sgame-%02d", prefix, g)] = body.Count
+			}
+			for p := range posts {
+				var body struct {
+					Count int64 `json:"count"`
+				}
+				c.Player("reader", "GET", fmt.Sprintf("/v1/posts/%spost-%02d/likes/count", prefix, p), nil).Expect(t, 200).JSON(t, &body)
+				out[fmt.Sprintf("%spost-%02d", prefix, p)] = body.Count
+			}
+		}
+		return out
+	}
+	check := func(got map[string]int64) {
+		t.Helper()
+		for key, n := range got {
+			if strings.HasPrefix(key, "api-") && got["imp-"+strings.TrimPrefix(key, "api-")] != n {
+				t.Errorf("%s counts %d, imp-%s %d", key, n, strings.TrimPrefix(key, "api-"), got["imp-"+strings.TrimPrefix(key, "api-")])
+			}
+		}
+	}
+	first := counts()
+	check(first)
+	runImport(t, c, path)
+	if again := counts(); encode(t, again) != encode(t, first) {
+		t.Fatalf("counts after the file again: %v, before %v", again, first)
+	}
+}
