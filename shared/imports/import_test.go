@@ -493,3 +493,83 @@ func TestImportedReactionsCountLikeReactionsMadeThroughTheAPI(t *testing.T) {
 		t.Fatalf("counts after the file again: %v, before %v", again, first)
 	}
 }
+
+// Streaks imported read back as the file says: a live streak on the
+// player's streak and on the streak board, ranked; one whose last day is
+// long past as broken (0) and off the board; a bad line refused.
+func TestImportedStreaksReadBackAndRank(t *testing.T) {
+	s, c := importStack(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 5))
+	today := s.Clock().Now().UTC().Format("2006-01-02")
+	long := s.Clock().Now().UTC().AddDate(0, 0, -9).Format("2006-01-02")
+	want := map[string]int64{}
+	var lines []string
+	for u := range testenv.Scale(1500, 1500) {
+		user := fmt.Sprintf("s-%04d", u)
+		current := 1 + r.Int64N(40)
+		date := today
+		if u%5 == 0 {
+			date = long
+		}
+		lines = append(lines, encode(t, map[string]any{"type": "streak", "user_id": user, "current_streak": current,
+			"longest_streak": current + r.Int64N(5), "last_activity_date": date, "timezone": "UTC", "total_points": 10 * current}))
+		if date == today {
+			want[user] = current
+		} else {
+			want[user] = 0
+		}
+	}
+	lines = append(lines, `{"type":"streak","user_id":"s-9999","current_streak":5,"longest_streak":2,"last_activity_date":"2026-01-01","timezone":"UTC"}`)
+	path := writeLines(t, "streaks.jsonl", lines)
+	check := func() {
+		t.Helper()
+		if err := s.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, user := range []string{"s-0000", "s-0001", "s-0002", "s-0777", "s-1499"} {
+			var st struct {
+				Current int64 `json:"current_streak"`
+			}
+			c.Player(user, "GET", "/v1/users/"+user+"/streak", nil).Expect(t, 200).JSON(t, &st)
+			if st.Current != want[user] {
+				t.Errorf("%s's streak is %d, want %d", user, st.Current, want[user])
+			}
+		}
+		var top struct {
+			Entries []struct {
+				User   string `json:"user_id"`
+				Streak int64  `json:"current_streak"`
+			} `json:"entries"`
+		}
+		c.Player("reader", "GET", "/v1/streaks/top?n=10", nil).Expect(t, 200).JSON(t, &top)
+		users := slices.Collect(func(yield func(string) bool) {
+			for u := range want {
+				if !yield(u) {
+					return
+				}
+			}
+		})
+		slices.SortFunc(users, func(a, b string) int {
+			if want[a] != want[b] {
+				return int(want[b] - want[a])
+			}
+			return strings.Compare(a, b)
+		})
+		if len(top.Entries) != 10 {
+			t.Fatalf("the streak board: %+v", top.Entries)
+		}
+		for i, e := range top.Entries {
+			if e.User != users[i] || e.Streak != want[users[i]] {
+				t.Fatalf("streak board entry %d: %+v, want %s at %d", i, e, users[i], want[users[i]])
+			}
+		}
+	}
+	j := runImport(t, c, path)
+	if j.Rejected != 1 || !strings.Contains(j.Examples[0], fmt.Sprintf("line %d: longest_streak", len(lines))) {
+		t.Fatalf("rejected %d: %q", j.Rejected, j.Examples)
+	}
+	check()
+	runImport(t, c, path)
+	check()
+}

@@ -814,7 +814,7 @@ var JobRunner = Processor{
 			// An import reads a chunk's scores, matches and bans in
 			// batches and writes their new state in batches.
 			On(schema.Scores, BatchGetItem|BatchWriteItem), On(schema.ScoreEvents, BatchGetItem|BatchWriteItem),
-			On(schema.Reactions, BatchWriteItem),
+			On(schema.Reactions, BatchWriteItem), On(schema.Streaks, BatchWriteItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
 		},
 		Redis: true,

@@ -130,7 +130,7 @@ func JobRunner(d *app.Deps) *jobs.Runner {
 
 // Importer is the import job's task, with every feature's importer.
 func Importer(d *app.Deps) *imports.Task {
-	return importsbind.Task(d, leaderboardsbind.Importer(d), reactionsbind.Importer(d))
+	return importsbind.Task(d, leaderboardsbind.Importer(d), reactionsbind.Importer(d), streaksbind.Importer(d))
 }
 
 // playerBudgets names the budgets counted per player.
