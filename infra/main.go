@@ -100,6 +100,7 @@ func propsFromContext(app awscdk.App) (stack.Props, error) {
 		GameServerRoleARNs: c.list("gameServerRoleArns"),
 		OperatorRoleARNs:   c.list("operatorRoleArns"),
 		CORSOrigins:        c.list("corsOrigins"),
+		ImportBucket:       c.text("importBucket", ""),
 	}
 	if legacy := c.list(legacyServiceRoles); len(legacy) > 0 {
 		if len(p.GameServerRoleARNs) > 0 || len(p.OperatorRoleARNs) > 0 {

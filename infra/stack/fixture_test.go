@@ -122,6 +122,7 @@ func setUp(tmp string) error {
 		ThrottleBurst: prodThrottleBurst,
 		Reserved:      prodReserved,
 		CORSOrigins:   prodOrigins,
+		ImportBucket:  prodImportBucket,
 		// The game servers' roles are given, the operator's created.
 		GameServerRoleARNs: prodGameServers,
 	})

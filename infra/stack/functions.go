@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/rallyhq/rally/shared/routes"
 	"github.com/rallyhq/rally/shared/schema"
@@ -45,6 +46,8 @@ type FunctionsProps struct {
 	Cache        *Cache
 	Analytics    *Analytics
 	Exports      *Exports
+	// ImportBucket is the bucket import files are read from (Props).
+	ImportBucket string
 	LogRetention awslogs.RetentionDays
 	Protect      bool
 	// Reserved is the reserved concurrency of the processors and
@@ -175,6 +178,20 @@ func processorSpecs(ps []routes.Processor) []spec {
 	return out
 }
 
+// grantImports lets fn read the objects of the import bucket: an import
+// names its file with s3://bucket/key, any key of the bucket.
+func grantImports(fn awslambda.Function, bucket string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("s3:GetObject"),
+		Resources: jsii.Strings("arn:" + *awscdk.Aws_PARTITION() + ":s3:::" + bucket + "/*"),
+	}))
+	suppress(fn.Role(), "IAM5", "Import files are read from the import bucket the operator names at deployment "+
+		"(context importBucket), any key of it: s3:GetObject only, on that bucket's objects.", importsWildcard)
+}
+
+// importsWildcard matches the S3 grant on the import bucket's objects.
+var importsWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:s3:::[a-z0-9.-]+\/\*$/g`)}
+
 // unionUses is everything a or b uses: the calls of either, each
 // resource's actions joined.
 func unionUses(a, b routes.Uses) routes.Uses {
@@ -184,6 +201,7 @@ func unionUses(a, b routes.Uses) routes.Uses {
 		Secrets:   routes.MergeSecrets(a.Secrets, b.Secrets),
 		Analytics: a.Analytics || b.Analytics,
 		Documents: a.Documents | b.Documents,
+		Imports:   a.Imports || b.Imports,
 	}
 }
 
@@ -299,6 +317,9 @@ func (f *Functions) add(props FunctionsProps, s spec) {
 		props.Analytics.GrantPutRecords(fn)
 	}
 	props.Exports.grant(fn, s.uses.Documents)
+	if s.uses.Imports && props.ImportBucket != "" {
+		grantImports(fn, props.ImportBucket)
+	}
 	for _, t := range s.uses.Streams {
 		props.Data.Table(t).GrantStream(fn, *jsii.Strings(routes.StreamReadActions...)...)
 	}

@@ -114,6 +114,11 @@ type Props struct {
 	// allows every origin, but not with CORSCredentials.
 	CORSOrigins     []string
 	CORSCredentials bool
+	// ImportBucket is the existing S3 bucket import files are read from
+	// (POST /v1/ops/jobs with kind import, source s3://<bucket>/<key>):
+	// the job runner may get its objects and nothing else. Empty, the
+	// job runner reads no bucket and an import from S3 fails.
+	ImportBucket string
 
 	// Routes, Processors, Consumers and Tables default to routes.All(),
 	// routes.Processors(), routes.Consumers() and schema.Tables(); tests
@@ -177,6 +182,7 @@ func New(scope constructs.Construct, id string, props Props) (*Stack, error) {
 		Cache:        s.Cache,
 		Analytics:    s.Analytics,
 		Exports:      s.Exports,
+		ImportBucket: props.ImportBucket,
 		LogRetention: props.LogRetention,
 		Protect:      props.Protect,
 		Reserved:     Reserved(props),

@@ -350,6 +350,9 @@ const (
 	// JobRecompute recomputes derived DynamoDB state from its truth: the
 	// disaster-recovery path.
 	JobRecompute JobKind = "recompute"
+	// JobImport loads a JSON Lines file (JobRequest.Source) as if each
+	// line had been submitted through the API (docs/IMPORT.md).
+	JobImport JobKind = "import"
 )
 
 // JobTarget is the derived state a job works on.
@@ -376,12 +379,16 @@ const (
 
 // JobRequest starts a job (POST /v1/ops/jobs).
 type JobRequest struct {
-	Kind   JobKind   `json:"kind"`
-	Target JobTarget `json:"target"`
+	Kind JobKind `json:"kind"`
+	// Target is required, except for an import.
+	Target JobTarget `json:"target,omitempty"`
 	// LeaderboardID limits a TargetLeaderboard job to one leaderboard.
 	LeaderboardID string `json:"id,omitempty"`
 	// Period limits it to one period of that leaderboard.
 	Period string `json:"period,omitempty"`
+	// Source is the file an import reads: s3://bucket/key, or on the
+	// local stack file:///absolute/path.
+	Source string `json:"source,omitempty"`
 }
 
 // JobStarted is the answer to starting a job.
@@ -394,9 +401,10 @@ type JobStarted struct {
 type Job struct {
 	JobID         string    `json:"job_id"`
 	Kind          JobKind   `json:"kind"`
-	Target        JobTarget `json:"target"`
+	Target        JobTarget `json:"target,omitempty"`
 	LeaderboardID string    `json:"id,omitempty"`
 	Period        string    `json:"period,omitempty"`
+	Source        string    `json:"source,omitempty"`
 	State         JobState  `json:"state"`
 	Progress      Progress  `json:"progress"`
 	// Checked counts values compared (or rewritten), Drifted those found
@@ -404,7 +412,10 @@ type Job struct {
 	Checked  int64 `json:"checked"`
 	Drifted  int64 `json:"drifted"`
 	Repaired int64 `json:"repaired"`
-	// Examples are some drifted values ("kind: what").
+	// Rejected counts the lines an import refused.
+	Rejected int64 `json:"rejected"`
+	// Examples are some drifted values ("kind: what"), or an import's
+	// rejected lines ("rejected: line N: why").
 	Examples []string `json:"examples"`
 	Error    string   `json:"error,omitempty"`
 	// Runs counts the invocations that worked on the job.

@@ -1,8 +1,9 @@
 // Package jobs runs the operations jobs an operating team asks for with
 // POST /v1/ops/jobs: a rebuild (Redis from DynamoDB), a reconcile (every
-// derived value against its truth, drift reported and repaired) and a
+// derived value against its truth, drift reported and repaired), a
 // recompute (derived DynamoDB state from its truth, the disaster-recovery
-// path). A job outlives any one invocation: the runner works on it until
+// path) and an import (a studio's data loaded from a file, see
+// shared/imports). A job outlives any one invocation: the runner works on it until
 // its invocation's budget is spent, checkpoints in the Jobs table, and the
 // next invocation continues from there. A lease keeps two runners off the
 // same job. The features do the work (each registers its Tasks); this
@@ -13,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rallyhq/rally/shared/errs"
@@ -26,6 +28,9 @@ const (
 	Rebuild   Kind = "rebuild"
 	Reconcile Kind = "reconcile"
 	Recompute Kind = "recompute"
+	// Import loads a JSON Lines file (Spec.Source) as if each line had
+	// been submitted through the API; it has no target.
+	Import Kind = "import"
 )
 
 // Target is the derived state a job works on.
@@ -62,15 +67,29 @@ type Spec struct {
 	// Period names one period of it; empty means its current (and
 	// previous) periods.
 	Period string
+	// Source is the file an import reads: s3://bucket/key, or, on the
+	// local stack, file:///absolute/path.
+	Source string
 }
+
+// Source schemes an import reads from.
+const (
+	SchemeS3   = "s3://"
+	SchemeFile = "file://"
+)
 
 // Validate reports a spec that names no job: every kind runs on every
 // target (each feature registers a task for each).
 func (s Spec) Validate() error {
 	switch s.Kind {
 	case Rebuild, Reconcile, Recompute:
+	case Import:
+		return s.validateImport()
 	default:
-		return errs.Field("kind", `must be one of rebuild, reconcile, recompute`)
+		return errs.Field("kind", `must be one of rebuild, reconcile, recompute, import`)
+	}
+	if s.Source != "" {
+		return errs.Field("source", `names the file of an import: it needs kind "import"`)
 	}
 	if s.Target != All && !slices.Contains(Targets(), s.Target) {
 		return errs.Field("target", `must be one of counters, trending, leaderboard, streaks, all`)
@@ -80,6 +99,34 @@ func (s Spec) Validate() error {
 	}
 	if s.Period != "" && s.ID == "" {
 		return errs.Field("period", "needs id (the leaderboard whose period it is)")
+	}
+	return nil
+}
+
+// validateImport accepts an import of one file and nothing else: the
+// source names an object (s3://bucket/key) or an absolute local path
+// (file:///path); the runner refuses file sources outside the local stack.
+func (s Spec) validateImport() error {
+	if s.Target != "" {
+		return errs.Field("target", "an import has no target: its file says what it loads")
+	}
+	if s.ID != "" || s.Period != "" {
+		return errs.Field("id", "an import has no id or period: its file names the boards")
+	}
+	switch {
+	case s.Source == "":
+		return errs.Field("source", "is required: s3://bucket/key or, locally, file:///absolute/path")
+	case strings.HasPrefix(s.Source, SchemeS3):
+		bucket, key, _ := strings.Cut(strings.TrimPrefix(s.Source, SchemeS3), "/")
+		if bucket == "" || key == "" {
+			return errs.Field("source", "must name a bucket and a key: s3://bucket/key")
+		}
+	case strings.HasPrefix(s.Source, SchemeFile):
+		if path := strings.TrimPrefix(s.Source, SchemeFile); !strings.HasPrefix(path, "/") || strings.Contains(path, "/../") {
+			return errs.Field("source", "must name an absolute path: file:///absolute/path")
+		}
+	default:
+		return errs.Field("source", "must be s3://bucket/key or, locally, file:///absolute/path")
 	}
 	return nil
 }
@@ -119,6 +166,9 @@ type Findings struct {
 	Checked  int64
 	Drifted  int64
 	Repaired int64
+	// Rejected counts the lines an import refused (bad JSON, an unknown
+	// board, …); Examples names some of them by line number.
+	Rejected int64
 	// Examples names some drifted values, at most MaxExamples.
 	Examples []string
 	// Drift counts what drifted per kind of value (count, board, …), for
@@ -142,6 +192,14 @@ func (f *Findings) Found(kind, example string, repaired bool) {
 	f.Drift[kind]++
 	if len(f.Examples) < MaxExamples {
 		f.Examples = append(f.Examples, kind+": "+example)
+	}
+}
+
+// Reject records one line an import refused, described by example.
+func (f *Findings) Reject(example string) {
+	f.Rejected++
+	if len(f.Examples) < MaxExamples {
+		f.Examples = append(f.Examples, "rejected: "+example)
 	}
 }
 

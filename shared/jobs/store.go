@@ -36,6 +36,7 @@ type item struct {
 	Target     string           `dynamodbav:"target"`
 	BoardID    string           `dynamodbav:"board_id,omitempty"`
 	Period     string           `dynamodbav:"period,omitempty"`
+	Source     string           `dynamodbav:"source,omitempty"`
 	State      string           `dynamodbav:"state"`
 	Running    string           `dynamodbav:"running,omitempty"`
 	StartedAt  string           `dynamodbav:"started_at"`
@@ -45,6 +46,7 @@ type item struct {
 	Checked    int64            `dynamodbav:"checked"`
 	Drifted    int64            `dynamodbav:"drifted"`
 	Repaired   int64            `dynamodbav:"repaired"`
+	Rejected   int64            `dynamodbav:"rejected,omitempty"`
 	Examples   []string         `dynamodbav:"examples,omitempty"`
 	Drift      map[string]int64 `dynamodbav:"drift,omitempty"`
 	Error      string           `dynamodbav:"error,omitempty"`
@@ -71,10 +73,10 @@ const (
 
 func toItem(j Job) item {
 	it := item{
-		JobID: j.ID, Kind: string(j.Kind), Target: string(j.Target), BoardID: j.Spec.ID, Period: j.Period,
+		JobID: j.ID, Kind: string(j.Kind), Target: string(j.Target), BoardID: j.Spec.ID, Period: j.Period, Source: j.Source,
 		State: string(j.State), StartedAt: ddb.FormatTime(j.StartedAt),
 		Done: j.Progress.Done, Total: j.Progress.Total,
-		Checked: j.Checked, Drifted: j.Drifted, Repaired: j.Repaired, Examples: j.Examples, Drift: j.Drift,
+		Checked: j.Checked, Drifted: j.Drifted, Repaired: j.Repaired, Rejected: j.Rejected, Examples: j.Examples, Drift: j.Drift,
 		Error: j.Error, Runs: j.Runs, Failures: j.failures, Step: j.Step, Cursor: j.Cursor,
 	}
 	if j.State == Running {
@@ -89,10 +91,10 @@ func toItem(j Job) item {
 func fromItem(it item) Job {
 	j := Job{
 		ID:    it.JobID,
-		Spec:  Spec{Kind: Kind(it.Kind), Target: Target(it.Target), ID: it.BoardID, Period: it.Period},
+		Spec:  Spec{Kind: Kind(it.Kind), Target: Target(it.Target), ID: it.BoardID, Period: it.Period, Source: it.Source},
 		State: State(it.State), Progress: Progress{Done: it.Done, Total: it.Total},
 		Findings: Findings{
-			Checked: it.Checked, Drifted: it.Drifted, Repaired: it.Repaired, Examples: it.Examples, Drift: it.Drift,
+			Checked: it.Checked, Drifted: it.Drifted, Repaired: it.Repaired, Rejected: it.Rejected, Examples: it.Examples, Drift: it.Drift,
 		},
 		Error: it.Error, StartedAt: ddb.ParseTime(it.StartedAt), Runs: it.Runs, failures: it.Failures,
 		Step: it.Step, Cursor: it.Cursor,

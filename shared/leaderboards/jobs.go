@@ -460,6 +460,23 @@ func (j *Jobs) recompute(ctx context.Context, d Definition, c *boardCursor, w *j
 // recount rewrites a board period's member count and its histogram from
 // its scores when they differ, and returns the count.
 func (j *Jobs) recount(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64, error) {
+	counted, err := j.recountMembers(ctx, bp, w)
+	if err != nil {
+		return 0, err
+	}
+	rewritten, err := j.Scores.RecomputeHistogram(ctx, bp.Board, bp.Period)
+	if err != nil {
+		return 0, err
+	}
+	if rewritten > 0 {
+		w.Findings.Found("histogram", fmt.Sprintf("%s#%s: %d histogram values rewritten", bp.Board, bp.Period, rewritten), true)
+	}
+	return counted, nil
+}
+
+// recountMembers rewrites a board period's member count from its scores
+// when it differs, and returns the count.
+func (j *Jobs) recountMembers(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64, error) {
 	counted, err := j.Scores.CountScores(ctx, bp.Board, bp.Period)
 	if err != nil {
 		return 0, err
@@ -474,13 +491,6 @@ func (j *Jobs) recount(ctx context.Context, bp BoardPeriod, w *jobs.Work) (int64
 			return 0, err
 		}
 		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", bp.Board, bp.Period, stored, counted), true)
-	}
-	rewritten, err := j.Scores.RecomputeHistogram(ctx, bp.Board, bp.Period)
-	if err != nil {
-		return 0, err
-	}
-	if rewritten > 0 {
-		w.Findings.Found("histogram", fmt.Sprintf("%s#%s: %d histogram values rewritten", bp.Board, bp.Period, rewritten), true)
 	}
 	return counted, nil
 }

@@ -20,6 +20,7 @@ type jobRequest struct {
 	Target *string `json:"target"`
 	ID     *string `json:"id"`
 	Period *string `json:"period"`
+	Source *string `json:"source"`
 }
 
 // StartJob serves POST /v1/ops/jobs: it records the job, which the Jobs
@@ -36,7 +37,7 @@ func (a *API) StartJob(ctx context.Context, r *api.Request) (api.Response, error
 	if in.Kind == nil {
 		f.Add("kind", "is required")
 	}
-	if in.Target == nil {
+	if in.Target == nil && (in.Kind == nil || jobs.Kind(*in.Kind) != jobs.Import) {
 		f.Add("target", "is required")
 	}
 	if in.ID != nil {
@@ -48,7 +49,9 @@ func (a *API) StartJob(ctx context.Context, r *api.Request) (api.Response, error
 	if err := f.Err(); err != nil {
 		return api.Response{}, err
 	}
-	spec := jobs.Spec{Kind: jobs.Kind(*in.Kind), Target: jobs.Target(*in.Target), ID: deref(in.ID), Period: deref(in.Period)}
+	spec := jobs.Spec{
+		Kind: jobs.Kind(*in.Kind), Target: jobs.Target(deref(in.Target)), ID: deref(in.ID), Period: deref(in.Period), Source: deref(in.Source),
+	}
 	if err := spec.Validate(); err != nil {
 		return api.Response{}, err
 	}
@@ -80,14 +83,16 @@ func deref(s *string) string {
 type jobBody struct {
 	ID         string        `json:"job_id"`
 	Kind       jobs.Kind     `json:"kind"`
-	Target     jobs.Target   `json:"target"`
+	Target     jobs.Target   `json:"target,omitempty"`
 	Board      string        `json:"id,omitempty"`
 	Period     string        `json:"period,omitempty"`
+	Source     string        `json:"source,omitempty"`
 	State      jobs.State    `json:"state"`
 	Progress   jobs.Progress `json:"progress"`
 	Checked    int64         `json:"checked"`
 	Drifted    int64         `json:"drifted"`
 	Repaired   int64         `json:"repaired"`
+	Rejected   int64         `json:"rejected"`
 	Examples   []string      `json:"examples"`
 	Error      string        `json:"error,omitempty"`
 	Runs       int           `json:"runs"`
@@ -97,8 +102,8 @@ type jobBody struct {
 
 func bodyOf(j jobs.Job) jobBody {
 	b := jobBody{
-		ID: j.ID, Kind: j.Kind, Target: j.Target, Board: j.Spec.ID, Period: j.Period, State: j.State, Progress: j.Progress,
-		Checked: j.Checked, Drifted: j.Drifted, Repaired: j.Repaired, Examples: j.Examples, Error: j.Error,
+		ID: j.ID, Kind: j.Kind, Target: j.Target, Board: j.Spec.ID, Period: j.Period, Source: j.Source,
+		State: j.State, Progress: j.Progress, Checked: j.Checked, Drifted: j.Drifted, Repaired: j.Repaired, Rejected: j.Rejected, Examples: j.Examples, Error: j.Error,
 		Runs: j.Runs, StartedAt: j.StartedAt,
 	}
 	if b.Examples == nil {

@@ -75,6 +75,9 @@ type Uses struct {
 	// Documents is what the function does with the export documents in
 	// the exports bucket (shared/exports); 0 means nothing.
 	Documents Documents
+	// Imports is true when the function reads import files
+	// (s3:GetObject on the bucket the stack is given for them).
+	Imports bool
 }
 
 // Documents is a set of things a function does with the export documents
@@ -795,7 +798,7 @@ var JobRunner = Processor{
 	Function: "job-runner",
 	Feature:  Operations,
 	Source:   schema.Jobs,
-	Summary:  "Runs rebuild, reconcile and recompute jobs across invocations, checkpointed and leased; starts the daily reconcile",
+	Summary:  "Runs rebuild, reconcile, recompute and import jobs across invocations, checkpointed and leased; starts the daily reconcile",
 	Uses: Uses{
 		Calls: []Call{
 			// Its own jobs, and the last reconcile for the schedule.
@@ -809,9 +812,15 @@ var JobRunner = Processor{
 			// and the counter markers.
 			On(schema.Counters, BatchGetItem|Query|Scan|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
 			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
+			// An import reads a chunk's scores, matches and bans in
+			// batches and writes their new state in batches.
+			On(schema.Scores, BatchGetItem|BatchWriteItem), On(schema.ScoreEvents, BatchGetItem|BatchWriteItem),
+			On(schema.Reactions, BatchWriteItem), On(schema.Streaks, BatchWriteItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
 		},
 		Redis: true,
+		// An import reads its file from the import bucket.
+		Imports: true,
 	},
 	// One job per invocation is the usual case: a job's records come one
 	// checkpoint at a time.

@@ -14,6 +14,8 @@ import (
 	exportsbind "github.com/rallyhq/rally/shared/exports/bind"
 	gamesbind "github.com/rallyhq/rally/shared/games/bind"
 	"github.com/rallyhq/rally/shared/idempotency"
+	"github.com/rallyhq/rally/shared/imports"
+	importsbind "github.com/rallyhq/rally/shared/imports/bind"
 	"github.com/rallyhq/rally/shared/jobs"
 	leaderboardsbind "github.com/rallyhq/rally/shared/leaderboards/bind"
 	leaderboardsdynamo "github.com/rallyhq/rally/shared/leaderboards/dynamo"
@@ -108,21 +110,27 @@ func ExportJob(d *app.Deps) *exports.Job {
 }
 
 // Jobs binds the job runner, which rebuilds, reconciles and recomputes
-// every feature's derived state.
+// every feature's derived state, and imports files.
 var Jobs = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) app.Handlers {
 	return app.Handlers{Processors: map[string]streams.BatchFunc{routes.JobRunner.Function: JobRunner(d).Process}}
 }}
 
-// JobRunner runs jobs with every feature's tasks.
+// JobRunner runs jobs with every feature's tasks, and the import with
+// every feature's importer.
 func JobRunner(d *app.Deps) *jobs.Runner {
 	tasks := jobs.Tasks{}
-	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d)} {
+	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d), Importer(d).Tasks()} {
 		maps.Copy(tasks, t)
 	}
 	return &jobs.Runner{
 		Store: opsbind.Jobs(d), Tasks: tasks, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Owner: jobs.NewID(), ReconcileEvery: d.Config.ReconcileEvery,
 	}
+}
+
+// Importer is the import job's task, with every feature's importer.
+func Importer(d *app.Deps) *imports.Task {
+	return importsbind.Task(d, leaderboardsbind.Importer(d), reactionsbind.Importer(d), streaksbind.Importer(d))
 }
 
 // playerBudgets names the budgets counted per player.

@@ -86,3 +86,10 @@ func Jobs(d *app.Deps) jobs.Tasks {
 	j := &leaderboards.Jobs{Defs: Definitions(d), Scores: Scores(d), Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return j.Tasks()
 }
+
+// Importer loads an import file's score lines.
+func Importer(d *app.Deps) *leaderboards.Importer {
+	defs, scores := Definitions(d), Scores(d)
+	j := &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
+	return &leaderboards.Importer{Defs: defs, Scores: scores, Jobs: j, Clock: d.Clock}
+}

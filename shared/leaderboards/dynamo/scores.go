@@ -103,6 +103,16 @@ type eventItem struct {
 	ExpiresAt    int64  `dynamodbav:"expires_at"`
 }
 
+// eventOf is the event of match m submitted to a board period at at,
+// with the score it left (nil when it left none).
+func eventOf(board, period string, m leaderboards.Match, applied *int64, at time.Time) eventItem {
+	return eventItem{
+		PK: EventKey(board, m.PlayerID), MatchID: m.MatchID, Board: board, PlayerID: m.PlayerID, Period: period,
+		Score: m.Score, OccurredAt: ddb.FormatTime(m.OccurredAt.Truncate(time.Millisecond)), RecordedAt: ddb.FormatTime(at),
+		AppliedScore: applied, ExpiresAt: at.Add(EventRetention).Unix(),
+	}
+}
+
 func (s *Scores) key(board, period, player string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrPK: ddb.S(PeriodKey(board, period)), schema.AttrPlayerID: ddb.S(player)}
 }
@@ -232,15 +242,11 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 // in its region's view (with that view's member count when it enters it)
 // and out of the view it left.
 func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderboards.Match, cur *leaderboards.Score, after leaderboards.Score, changed bool, at time.Time) ([]types.TransactWriteItem, error) {
-	ev := eventItem{
-		PK: EventKey(d.ID, m.PlayerID), MatchID: m.MatchID, Board: d.ID, PlayerID: m.PlayerID, Period: period,
-		Score: m.Score, OccurredAt: ddb.FormatTime(m.OccurredAt.Truncate(time.Millisecond)), RecordedAt: ddb.FormatTime(at),
-		ExpiresAt: at.Add(EventRetention).Unix(),
-	}
+	var applied *int64
 	if changed || cur != nil {
-		ev.AppliedScore = &after.Score
+		applied = &after.Score
 	}
-	evAV, err := attributevalue.MarshalMap(ev)
+	evAV, err := attributevalue.MarshalMap(eventOf(d.ID, period, m, applied, at))
 	if err != nil {
 		return nil, fmt.Errorf("encode score event %s: %w", m.MatchID, err)
 	}

@@ -96,3 +96,8 @@ func Jobs(d *app.Deps) jobs.Tasks {
 func rebuilds(d *app.Deps, m *mirror.Mirror) *reactions.Jobs {
 	return &reactions.Jobs{Edges: Edges(d), Counts: Counts(d), Mirror: m, Clock: d.Clock, Settle: d.Config.ReconcileSettle}
 }
+
+// Importer loads an import file's favorite and like lines.
+func Importer(d *app.Deps) *reactions.Importer {
+	return &reactions.Importer{Edges: Edges(d)}
+}

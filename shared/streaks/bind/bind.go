@@ -76,3 +76,8 @@ func Jobs(d *app.Deps) jobs.Tasks {
 	j := &streaks.Jobs{Store: Store(d), Cache: mirror.New(d.Redis, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return j.Tasks()
 }
+
+// Importer loads an import file's streak lines.
+func Importer(d *app.Deps) *streaks.Importer {
+	return &streaks.Importer{Streaks: Store(d), Clock: d.Clock}
+}
