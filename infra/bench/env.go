@@ -19,7 +19,7 @@ type Env struct {
 
 // StartEnv starts DynamoDB Local and redis-server.
 func StartEnv(ctx context.Context) (*Env, error) {
-	ddb, err := dynamodblocal.Start(ctx, dynamodblocal.Options{})
+	ddb, err := dynamodblocal.Start(ctx, dynamodblocal.Options{JVM: dynamodblocal.Steady})
 	if err != nil {
 		return nil, fmt.Errorf("DynamoDB Local: %w", err)
 	}

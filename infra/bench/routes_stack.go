@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/app"
@@ -71,7 +72,9 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 	st, err := stack.Start(ctx, stack.Options{
 		RedisURL:    redisURL,
 		TablePrefix: fmt.Sprintf("%s%d-", prefix, time.Now().UnixNano()%1e9), StateDir: dir, Log: io.Discard,
-		APIOptions: []func(*middleware.Stack) error{meter.APIOption},
+		// As make dev runs it.
+		DynamoDBJVM: dynamodblocal.Steady,
+		APIOptions:  []func(*middleware.Stack) error{meter.APIOption},
 		Configure: func(c *config.Config) {
 			c.Budgets = map[string]int{}
 			for _, b := range routes.AllBudgets() {

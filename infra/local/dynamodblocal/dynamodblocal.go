@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,7 +41,28 @@ type Options struct {
 	Jar string
 	// StartTimeout bounds the wait for the first answer (default 60s).
 	StartTimeout time.Duration
+	// JVM are the JVM's options; nil means QuickStart.
+	JVM []string
 }
+
+// The JVM's options, chosen by measurement on a 2-core machine (the
+// figures in BENCHMARKS.md, "DynamoDB Local's JVM"). Both use the serial
+// collector: DynamoDB Local keeps its tables in SQLite's native memory,
+// so its heap stays small and a parallel collector only takes a core from
+// the callers (and triples the resident memory). The default heap (a
+// quarter of the machine's memory at most) is left alone: nothing here
+// comes near it.
+var (
+	// QuickStart compiles with C1 only: the JVM answers in about half the
+	// time, and a single GetItem takes about a quarter longer. For tests,
+	// which start a DynamoDB Local per package and keep it minutes.
+	QuickStart = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+	// Steady lets the JVM compile hot code with C2 as well: about 2 s
+	// more to start on a quiet machine, then every call cheaper (a bare
+	// GetItem p50 of 0.8–0.95 ms where C1 takes 1.2–1.4 ms), which is
+	// what a stack kept running for hours (make dev, make bench) wants.
+	Steady = []string{"-XX:+UseSerialGC"}
+)
 
 // Server is a running DynamoDB Local.
 type Server struct {
@@ -94,17 +116,18 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 			return nil, err
 		}
 	}
-	args := []string{
-		// C1 only and a small serial GC: start-up time matters more than
-		// peak throughput for a development database.
-		"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-Djava.library.path=" + filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
+	jvm := opts.JVM
+	if jvm == nil {
+		jvm = QuickStart
+	}
+	args := append(slices.Clone(jvm),
+		"-Djava.library.path="+filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
 		"-jar", jar, "-port", strconv.Itoa(port),
 		// One database whatever the caller's credentials: the handlers may
 		// sign with a developer's AWS_ACCESS_KEY_ID, the stack with "local".
 		"-sharedDb",
 		"-disableTelemetry",
-	}
+	)
 	// DynamoDB Local writes a metadata file into its working directory;
 	// keep it out of the repository.
 	workDir := opts.DBPath

@@ -151,6 +151,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the pollers' retry backoff (defaults
 	// 100ms and 5s).
 	RetryBase, RetryMax time.Duration
+	// DynamoDBJVM are the options of the DynamoDB Local the stack starts
+	// (default dynamodblocal.QuickStart; make dev runs Steady).
+	DynamoDBJVM []string
 	// PollInterval and MaxPollInterval are the pollers' pauses between
 	// polls of a quiet shard: the first, and the longest they double to
 	// (defaults 250ms and 2s). A write by the stack's handlers wakes the
@@ -456,7 +459,7 @@ func (s *Stack) startDynamoDB(ctx context.Context) error {
 		s.ddbURL = s.opts.DynamoDBEndpoint
 		return nil
 	}
-	o := dynamodblocal.Options{}
+	o := dynamodblocal.Options{JVM: s.opts.DynamoDBJVM}
 	if s.opts.Persist {
 		o.DBPath = filepath.Join(s.stateDir, "dynamodb")
 	}
