@@ -16,11 +16,15 @@ import (
 
 // sizePlayers is how many players the section's stack at size holds
 // (RALLY_BENCH_SIZE_PLAYERS overrides it).
-func sizePlayers() int {
-	if n, err := strconv.Atoi(os.Getenv("RALLY_BENCH_SIZE_PLAYERS")); err == nil && n > 0 {
+func sizePlayers() int { return envInt("RALLY_BENCH_SIZE_PLAYERS", 100_000) }
+
+// envInt is the positive integer the environment variable name holds, or
+// def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
 	}
-	return 100_000
+	return def
 }
 
 // sizeIdle is how long idle CPU is measured over.
@@ -28,8 +32,9 @@ const sizeIdle = 60 * time.Second
 
 // sizeAPIWrites is how many score submissions, each by a player new to
 // the stack, measure the API's write rate at concurrency 16 and how soon
-// analytics ships their events, on each stack.
-const sizeAPIWrites = 10_000
+// analytics ships their events, on each stack (RALLY_BENCH_SIZE_WRITES
+// overrides it).
+var sizeAPIWrites = envInt("RALLY_BENCH_SIZE_WRITES", 10_000)
 
 // sizePhases are the concurrencies the routes are measured at.
 var sizePhases = []routesPhase{
