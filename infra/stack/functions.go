@@ -37,15 +37,15 @@ const (
 
 // FunctionsProps configures the functions.
 type FunctionsProps struct {
-	Stage        string
-	BuildDir     string
-	Routes       []routes.Route
-	Processors   []routes.Processor
-	Consumers    []routes.Consumer
-	Data         *Data
-	Cache        *Cache
-	Analytics    *Analytics
-	Exports      *Exports
+	Stage      string
+	BuildDir   string
+	Routes     []routes.Route
+	Processors []routes.Processor
+	Consumers  []routes.Consumer
+	Data       *Data
+	Cache      *Cache
+	Analytics  *Analytics
+	Exports    *Exports
 	// ImportBucket is the bucket import files are read from (Props).
 	ImportBucket string
 	LogRetention awslogs.RetentionDays
