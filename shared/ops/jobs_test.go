@@ -423,10 +423,20 @@ func TestABadJobIsRefused(t *testing.T) {
 		{"kind": "rebuild", "target": "counters", "id": "arena"},
 		{"kind": "rebuild", "target": "leaderboard", "period": "2026-11-24"},
 		{"kind": "rebuild", "target": "all", "extra": 1},
+		{"kind": "rebuild", "target": "all", "source": "s3://bucket/key"},
+		{"kind": "import"},
+		{"kind": "import", "source": "ftp://example.com/scores.jsonl"},
+		{"kind": "import", "source": "file://relative.jsonl"},
+		{"kind": "import", "source": "s3://bucket-only"},
+		{"kind": "import", "source": "s3://bucket/key", "target": "all"},
 	} {
 		r := c.Service("POST", "/v1/ops/jobs", body)
 		if r.Status != 400 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
 			t.Errorf("POST /v1/ops/jobs %v: %d %s", body, r.Status, r.Body)
+		}
+		wantSource := body["kind"] == "import" && body["target"] == nil || body["kind"] == "rebuild" && body["source"] != nil
+		if wantSource && !strings.Contains(string(r.Body), `"field":"source"`) {
+			t.Errorf("POST /v1/ops/jobs %v: the problem names no source field: %s", body, r.Body)
 		}
 	}
 	c.Service("GET", "/v1/ops/jobs/job_nope", nil).Expect(t, 404)

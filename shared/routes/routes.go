@@ -891,6 +891,7 @@ func UsesOf(function string) (u Uses, ok bool) {
 		u.Processors = u.Processors || v.Processors
 		u.Invokes = u.Invokes || v.Invokes
 		u.Documents |= v.Documents
+		u.Imports = u.Imports || v.Imports
 	}
 	for _, r := range All() {
 		if r.Function == function {
