@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -309,9 +310,20 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 			}
 		},
 	}
+	// A studio moving in imports a score, a favorite, a like and a streak.
+	imported := filepath.Join(t.TempDir(), "import.jsonl")
+	if err := os.WriteFile(imported, []byte(strings.Join([]string{
+		`{"type":"score","leaderboard_id":"daily","player_id":"newcomer","score":321}`,
+		`{"type":"favorite","user_id":"newcomer","game_id":"g1"}`,
+		`{"type":"like","user_id":"newcomer","post_id":"p1"}`,
+		`{"type":"streak","user_id":"newcomer","current_streak":3,"longest_streak":5,"last_activity_date":"` + s.Clock().Now().UTC().Format(time.DateOnly) + `","timezone":"UTC","total_points":30}`,
+	}, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, job := range []map[string]any{
 		{"kind": "rebuild", "target": "all"}, {"kind": "reconcile", "target": "all"}, {"kind": "recompute", "target": "all"},
 		{"kind": "rebuild", "target": "leaderboard", "id": "arena"},
+		{"kind": "import", "source": "file://" + imported},
 	} {
 		if corrupt, ok := drift[job["kind"].(string)]; ok {
 			corrupt()
@@ -321,8 +333,10 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 		}
 		c.Service("POST", "/v1/ops/jobs", job).Expect(t, 202).JSON(t, &started)
 		var j struct {
-			State    string `json:"state"`
-			Repaired int64  `json:"repaired"`
+			State    string   `json:"state"`
+			Repaired int64    `json:"repaired"`
+			Rejected int64    `json:"rejected"`
+			Examples []string `json:"examples"`
 		}
 		await.Until(t, 2*time.Minute, "job to finish", func() bool {
 			c.Service("GET", "/v1/ops/jobs/"+started.ID, nil).Expect(t, 200).JSON(t, &j)
@@ -331,6 +345,9 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 			}
 			return j.State == "DONE"
 		})
+		if j.Rejected > 0 {
+			t.Errorf("job %v rejected %d lines: %v", job, j.Rejected, j.Examples)
+		}
 		if _, drifted := drift[job["kind"].(string)]; drifted && j.Repaired == 0 {
 			t.Errorf("job %v repaired nothing", job)
 		}
