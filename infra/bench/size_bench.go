@@ -218,7 +218,8 @@ func benchSize(ctx context.Context, env *Env) (Section, error) {
 	sec := Section{
 		Title: "The local stack at a studio's size",
 		Intro: fmt.Sprintf("Two local stacks in the same run, each with a DynamoDB Local of its own and redis-server: a fresh one, and one holding %d players ", players) +
-			"(a score on each of two boards, a favorite and a day of activity each) with every stream record their writes made. " +
+			fmt.Sprintf("(a score on each of two boards, a favorite and a day's streak each: the first %d through the API, the rest through the import job from a JSON Lines file) with every stream record their writes made, all applied by every processor before anything is measured. ", routesSeedPlayers) +
+			fmt.Sprintf("Then each stack takes a score from each of %d players new to it through the API at concurrency 16 (the write rate), and the time from the last of them until every processor, the analytics shipper among them, has applied them is measured. ", sizeAPIWrites) +
 			fmt.Sprintf("Idle CPU is every process of the stack (the gateway, handlers and pollers; DynamoDB Local's JVM; redis-server) over %s with no request, as a share of one core. ", sizeIdle) +
 			"Routes are measured as in the latency section, on the second board; the floor of each figure at size is the same figure on the fresh stack; ratio = at size / fresh.",
 	}
