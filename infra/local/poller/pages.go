@@ -60,27 +60,26 @@ func (ps *Pages) next(ctx context.Context, r *streamread.Shard) ([]events.Dynamo
 		sh = &sharedShard{reading: map[string]chan struct{}{}}
 		ps.shards[r.ShardID] = sh
 	}
-	if page, closed, ok := sh.find(after); ok {
-		ps.mu.Unlock()
-		r.Advance(page, closed)
-		return page, nil
-	}
-	if ready, busy := sh.reading[after]; busy {
+	for {
+		if page, closed, ok := sh.find(after); ok {
+			ps.mu.Unlock()
+			r.Advance(page, closed)
+			return page, nil
+		}
+		ready, busy := sh.reading[after]
+		if !busy {
+			break
+		}
 		ps.mu.Unlock()
 		select {
 		case <-ready:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		// That read kept a page, or found nothing as of when it was made:
+		// look again, and read for this poller when nothing is kept (a
+		// write may have landed since, and woken this poller for it).
 		ps.mu.Lock()
-		page, closed, ok := sh.find(after)
-		ps.mu.Unlock()
-		if ok {
-			r.Advance(page, closed)
-		}
-		// When that read found nothing new, neither does this poller:
-		// it polls again in its turn.
-		return page, nil
 	}
 	ready := make(chan struct{})
 	sh.reading[after] = ready

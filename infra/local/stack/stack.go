@@ -151,6 +151,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the pollers' retry backoff (defaults
 	// 100ms and 5s).
 	RetryBase, RetryMax time.Duration
+	// SharedStreams reads a stream that feeds several functions once for
+	// all of them (poller.Pages) instead of once per function.
+	SharedStreams bool
 	// DynamoDBJVM are the options of the DynamoDB Local the stack starts
 	// (default dynamodblocal.QuickStart; make dev runs Steady).
 	DynamoDBJVM []string
@@ -606,10 +609,11 @@ func (s *Stack) startPollers(ctx context.Context) error {
 		feeds = append(feeds, feed{proc, h})
 		readers[s.names.Of(proc.Source)]++
 	}
-	// A stream that feeds several functions is read once for all of them.
+	// A stream that feeds several functions can be read once for all of
+	// them (Options.SharedStreams).
 	pages := map[string]*poller.Pages{}
 	for table, n := range readers {
-		if n > 1 {
+		if n > 1 && s.opts.SharedStreams {
 			pages[table] = poller.NewPages()
 		}
 	}
