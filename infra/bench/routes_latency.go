@@ -45,6 +45,16 @@ type routesLoad struct {
 	call func(i int) routesCall
 }
 
+// calls are the load's next n requests, from *next on.
+func (l routesLoad) calls(next *int, n int) []routesCall {
+	out := make([]routesCall, n)
+	for i := range out {
+		out[i] = l.call(*next)
+		*next++
+	}
+	return out
+}
+
 func routesUser(i int) string { return fmt.Sprintf("lat-u%02d", i%routesPool) }
 
 // routesLatencyLoads are the routes measured, in order: each reads what
@@ -119,16 +129,7 @@ func benchLatency(ctx context.Context, env *Env) (Section, error) {
 		next := 0
 		var kind string
 		for _, ph := range routesPhases {
-			warm := make([]routesCall, ph.Warm)
-			for i := range warm {
-				warm[i] = l.call(next)
-				next++
-			}
-			calls := make([]routesCall, ph.Requests)
-			for i := range calls {
-				calls[i] = l.call(next)
-				next++
-			}
+			warm, calls := l.calls(&next, ph.Warm), l.calls(&next, ph.Requests)
 			if _, err := st.load(ctx, warm, routesPhase{Concurrency: ph.Concurrency}); err != nil {
 				return sec, fmt.Errorf("%s: warm-up: %w", l.name, err)
 			}

@@ -136,16 +136,7 @@ func sizeMeasure(ctx context.Context, st *routesStack, players int, m *sizeMeasu
 	for _, l := range sizeLoads(players) {
 		next := 0
 		for _, ph := range sizePhases {
-			warm := make([]routesCall, ph.Warm)
-			for i := range warm {
-				warm[i] = l.call(next)
-				next++
-			}
-			calls := make([]routesCall, ph.Requests)
-			for i := range calls {
-				calls[i] = l.call(next)
-				next++
-			}
+			warm, calls := l.calls(&next, ph.Warm), l.calls(&next, ph.Requests)
 			if _, err := st.load(ctx, warm, routesPhase{Concurrency: ph.Concurrency}); err != nil {
 				return fmt.Errorf("%s: warm-up: %w", l.name, err)
 			}
