@@ -120,6 +120,12 @@ func newRig(t *testing.T, proc routes.Processor, handler streams.Handler) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilCleanup(t, p)
+	return &rig{t: t, db: db, names: names, endpoint: endpoint, table: names.Of(schema.Reactions), p: p, dest: dest}
+}
+
+// runUntilCleanup runs p until the test ends, failing it if Run fails.
+func runUntilCleanup(t *testing.T, p *poller.Poller) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -129,7 +135,6 @@ func newRig(t *testing.T, proc routes.Processor, handler streams.Handler) *rig {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &rig{t: t, db: db, names: names, endpoint: endpoint, table: names.Of(schema.Reactions), p: p, dest: dest}
 }
 
 // put writes item edge with attribute v; every put is one stream record.
@@ -456,15 +461,7 @@ func quietRig(t *testing.T, rec *recorder, poll, maxPoll time.Duration) (*rig, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runUntilCleanup(t, p)
 	return &rig{t: t, db: db, names: names, endpoint: endpoint, table: names.Of(schema.Reactions), p: p}, calls
 }
 
