@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rallyhq/rally/infra/local/nodemodules"
@@ -155,6 +156,11 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 	s := &Server{proc: proc, port: port, jar: jar, endpoint: "http://127.0.0.1:" + strconv.Itoa(port)}
 	if opts.DBPath == "" {
 		s.tmpDir = workDir
+		// Whose it is, for removeStale should this process be killed.
+		if err := os.WriteFile(filepath.Join(workDir, pidFile), []byte(strconv.Itoa(proc.PID())), 0o600); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("dynamodblocal: %w", err)
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -174,47 +180,82 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 
 // tempDir makes the directory of a database that is not kept: in
 // /dev/shm (memory) where there is one, else in the temporary directory.
+// It first removes the directories of DynamoDB Locals that are gone.
 func tempDir() (string, error) {
-	if dir, err := os.MkdirTemp("/dev/shm", "dynamodb-local-"); err == nil {
-		return dir, nil
+	for _, parent := range []string{"/dev/shm", os.TempDir()} {
+		removeStale(parent)
+		if dir, err := os.MkdirTemp(parent, "dynamodb-local-"); err == nil {
+			return dir, nil
+		}
 	}
 	return os.MkdirTemp("", "dynamodb-local-")
 }
 
-// execSQL is the Java program indexStreams runs (see the file).
-//
-//go:embed ExecSQL.java
-var execSQL []byte
+// pidFile, in a database directory that is not kept, holds the process id
+// of the JVM using it.
+const pidFile = "jvm.pid"
 
-// streamIndexes are the indexes DynamoDB Local's stream records lack. It
-// keeps every table's stream records in one SQLite table, us, keyed by
-// sequence number alone, and on every write to a table with a stream it
-// asks for the oldest record of that stream (MIN(SequenceNumber) WHERE
-// StreamID = ?), and on every GetRecords for the next records of a shard
-// (WHERE ShardID = ? AND SequenceNumber >= ?). Without an index SQLite
-// walks the key from the start, over every other stream's records: once
-// another table's stream held 20,000 records, a write took 22 ms where it
-// takes 0.6 ms with the indexes (BenchmarkWriteBehindAnotherStream), and a
-// poller's read of a quiet shard grew with everything written since.
-var streamIndexes = []string{
-	"CREATE INDEX IF NOT EXISTS rally_us_stream ON us (StreamID, SequenceNumber)",
-	"CREATE INDEX IF NOT EXISTS rally_us_shard ON us (ShardID, SequenceNumber)",
+// removeStale removes the database directories under parent whose JVM is
+// no longer running (its caller was killed before it could Close): a
+// database in /dev/shm holds memory until it is removed.
+func removeStale(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "dynamodb-local-*"))
+	for _, dir := range dirs {
+		raw, err := os.ReadFile(filepath.Join(dir, pidFile))
+		if err != nil {
+			continue // starting, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || running(pid) {
+			continue
+		}
+		_ = os.RemoveAll(dir)
+	}
 }
 
-// indexStreams has DynamoDB Local create its schema (it does on the first
-// request) and adds streamIndexes to it, with the SQLite DynamoDB Local
-// ships. SQLite prepares DynamoDB Local's statements again when the schema
-// changes, so the indexes serve them from then on.
+// running tells whether process pid exists.
+func running(pid int) bool {
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Signal(syscall.Signal(0)) == nil
+}
+
+// streamRecords is the Java program indexStreams runs (see the file).
+//
+//go:embed StreamRecords.java
+var streamRecords []byte
+
+// indexStreams gives DynamoDB Local's stream records a key it can seek by
+// stream, with the SQLite DynamoDB Local ships, once DynamoDB Local has
+// made its tables (on the first request).
+//
+// DynamoDB Local keeps every table's stream records in one SQLite table,
+// us, keyed by sequence number alone (the rowid). On every write to a
+// table with a stream, every GetRecords and every DescribeStream it asks
+// for the oldest record of the stream (MIN(SequenceNumber) WHERE StreamID
+// = ?), and GetRecords asks for a shard's records from the iterator on
+// (WHERE StreamID = ? AND ShardID = ? AND SequenceNumber >= ?) and for its
+// last one (WHERE ShardID = ? ORDER BY SequenceNumber DESC LIMIT 1). By
+// the key alone, SQLite walks over every other stream's records: once
+// another table's stream held 20,000 records a write took 22 ms where it
+// takes 0.6 ms (BenchmarkWriteBehindAnotherStream), and the poller of a
+// quiet table read everything written since its last record, 33 ms a
+// read after 20,000 records elsewhere (BenchmarkReadAQuietStreamBehindABusyOne).
+// Indexes on (StreamID, SequenceNumber) and (ShardID, SequenceNumber)
+// answer each in a seek, but the SQLite DynamoDB Local ships (3.8.7)
+// cannot seek an index on a range of the rowid: us is made again with the
+// sequence number a key of its own, which it can, and the indexes added.
+// SQLite prepares DynamoDB Local's statements again when the schema
+// changes.
 func (s *Server) indexStreams(ctx context.Context, java, dir string) error {
 	if err := s.listTables(ctx); err != nil {
 		return fmt.Errorf("dynamodblocal: first request: %w", err)
 	}
-	src, err := os.CreateTemp("", "ExecSQL-*.java")
+	src, err := os.CreateTemp("", "StreamRecords-*.java")
 	if err != nil {
 		return fmt.Errorf("dynamodblocal: %w", err)
 	}
 	defer os.Remove(src.Name())
-	if _, err := src.Write(execSQL); err != nil {
+	if _, err := src.Write(streamRecords); err != nil {
 		src.Close()
 		return fmt.Errorf("dynamodblocal: %w", err)
 	}
@@ -222,11 +263,11 @@ func (s *Server) indexStreams(ctx context.Context, java, dir string) error {
 		return fmt.Errorf("dynamodblocal: %w", err)
 	}
 	lib := filepath.Join(filepath.Dir(s.jar), "DynamoDBLocal_lib")
-	args := append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-Djava.library.path=" + lib, "-cp", filepath.Join(lib, "sqlite4java.jar"),
-		src.Name(), filepath.Join(dir, "shared-local-instance.db")}, streamIndexes...)
-	if out, err := exec.CommandContext(ctx, java, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("dynamodblocal: index the stream records: %w: %s", err, bytes.TrimSpace(out))
+	cmd := exec.CommandContext(ctx, java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-Djava.library.path="+lib, "-cp", filepath.Join(lib, "sqlite4java.jar"),
+		src.Name(), filepath.Join(dir, "shared-local-instance.db"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("dynamodblocal: key the stream records by stream: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
 }

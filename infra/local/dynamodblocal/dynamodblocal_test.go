@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 	"github.com/rallyhq/rally/infra/local/testenv"
@@ -239,4 +242,119 @@ func BenchmarkWriteBehindAnotherStream(b *testing.B) {
 		writeItems(b, db, "Measured", 2, perOp*(i+1), perOp)
 	}
 	b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N*perOp), "ms/item")
+}
+
+// BenchmarkReadAtTheHeadOfALongStream reads, with GetRecords, a stream
+// that holds RALLY_BENCH_STREAM_RECORDS records (default 20,000) from
+// past its last one, as a poller that has caught up does, and reports
+// the milliseconds a read took: it must not read the stream from its
+// start. Run with
+// `go test -run '^$' -bench ReadAt ./infra/local/dynamodblocal/`.
+func BenchmarkReadAtTheHeadOfALongStream(b *testing.B) { benchReadAtTheHead(b, "Long") }
+
+// BenchmarkReadAQuietStreamBehindABusyOne reads, with GetRecords, a stream
+// from past its last record after another table's stream took
+// RALLY_BENCH_STREAM_RECORDS records (default 20,000), as the poller of a
+// quiet table does while another is busy.
+func BenchmarkReadAQuietStreamBehindABusyOne(b *testing.B) { benchReadAtTheHead(b, "Busy") }
+
+// benchReadAtTheHead reads the stream of table Long at its head once the
+// records were written to table written.
+func benchReadAtTheHead(b *testing.B, written string) {
+	records := 20_000
+	if v := os.Getenv("RALLY_BENCH_STREAM_RECORDS"); v != "" {
+		var err error
+		if records, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := start(b, dynamodblocal.Options{JVM: dynamodblocal.Steady})
+	defer s.Close()
+	db := testenv.Client(s.Endpoint())
+	streams := testenv.StreamsClient(s.Endpoint())
+	ctx := context.Background()
+	out, err := db.CreateTable(ctx, streamTable("Long", 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	writeItems(b, db, "Long", 0, 0, 1)
+	if written != "Long" {
+		if _, err := db.CreateTable(ctx, streamTable(written, 0)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	desc, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: out.TableDescription.LatestStreamArn})
+	if err != nil {
+		b.Fatal(err)
+	}
+	shards := desc.StreamDescription.Shards
+	it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
+		StreamArn: out.TableDescription.LatestStreamArn, ShardId: shards[len(shards)-1].ShardId,
+		ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := got.NextShardIterator
+	if written == "Long" {
+		writeItems(b, db, "Long", 0, 1, records-1)
+		for read := 1; read < records; read += len(got.Records) {
+			if got, err = streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: next}); err != nil {
+				b.Fatal(err)
+			}
+			next = got.NextShardIterator
+		}
+	} else {
+		writeItems(b, db, written, 0, 0, records)
+	}
+	b.ResetTimer()
+	for range b.N {
+		got, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: next})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got.Records) != 0 {
+			b.Fatalf("%d records past the last one", len(got.Records))
+		}
+		next = got.NextShardIterator
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/read")
+}
+
+// The directory of a database whose JVM is gone (its caller was killed
+// before it could Close) is removed by the next Start.
+func TestAStartRemovesTheDatabasesOfJVMsThatAreGone(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/dev/shm"
+	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+		parent = os.TempDir()
+	}
+	stale, err := os.MkdirTemp(parent, "dynamodb-local-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "jvm.pid"), []byte(strconv.Itoa(gone.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "shared-local-instance.db"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dynamodblocal.Options{})
+	defer s.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s of a JVM that is gone still there after a Start (%v)", stale, err)
+	}
+	for _, d := range dirs(t) {
+		if raw, err := os.ReadFile(filepath.Join(d, "jvm.pid")); err == nil && string(raw) == strconv.Itoa(s.PID()) {
+			return // the running one is kept
+		}
+	}
+	t.Fatal("the running DynamoDB Local's directory is gone")
 }
