@@ -181,14 +181,14 @@ func start(ctx context.Context, java, jar string, opts Options, timeout time.Dur
 // tempDir makes the directory of a database that is not kept: in
 // /dev/shm (memory) where there is one, else in the temporary directory.
 // It first removes the directories of DynamoDB Locals that are gone.
-func tempDir() (string, error) {
+func tempDir() (dir string, err error) {
 	for _, parent := range []string{"/dev/shm", os.TempDir()} {
 		removeStale(parent)
-		if dir, err := os.MkdirTemp(parent, "dynamodb-local-"); err == nil {
+		if dir, err = os.MkdirTemp(parent, "dynamodb-local-"); err == nil {
 			return dir, nil
 		}
 	}
-	return os.MkdirTemp("", "dynamodb-local-")
+	return "", err
 }
 
 // pidFile, in a database directory that is not kept, holds the process id

@@ -211,6 +211,20 @@ func writeItems(tb testing.TB, db *dynamodb.Client, table string, gsis, from, n 
 	}
 }
 
+// streamRecords is how many records the stream benchmarks write:
+// RALLY_BENCH_STREAM_RECORDS, default 20,000.
+func streamRecords(b *testing.B) int {
+	v := os.Getenv("RALLY_BENCH_STREAM_RECORDS")
+	if v == "" {
+		return 20_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
 // BenchmarkWriteBehindAnotherStream writes to a table with a stream and
 // two indexes after another table's stream took
 // RALLY_BENCH_STREAM_RECORDS records (default 20,000), and reports the
@@ -218,13 +232,7 @@ func writeItems(tb testing.TB, db *dynamodb.Client, table string, gsis, from, n 
 // for a walk over the other stream's records. Run with
 // `go test -run '^$' -bench WriteBehindAnotherStream ./infra/local/dynamodblocal/`.
 func BenchmarkWriteBehindAnotherStream(b *testing.B) {
-	before := 20_000
-	if v := os.Getenv("RALLY_BENCH_STREAM_RECORDS"); v != "" {
-		var err error
-		if before, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	before := streamRecords(b)
 	s := start(b, dynamodblocal.Options{JVM: dynamodblocal.Steady})
 	defer s.Close()
 	db := testenv.Client(s.Endpoint())
@@ -261,13 +269,7 @@ func BenchmarkReadAQuietStreamBehindABusyOne(b *testing.B) { benchReadAtTheHead(
 // benchReadAtTheHead reads the stream of table Long at its head once the
 // records were written to table written.
 func benchReadAtTheHead(b *testing.B, written string) {
-	records := 20_000
-	if v := os.Getenv("RALLY_BENCH_STREAM_RECORDS"); v != "" {
-		var err error
-		if records, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	records := streamRecords(b)
 	s := start(b, dynamodblocal.Options{JVM: dynamodblocal.Steady})
 	defer s.Close()
 	db := testenv.Client(s.Endpoint())
