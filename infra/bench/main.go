@@ -3,7 +3,7 @@
 // bench`). Each figure is a value, the floor measured in the same run and
 // their ratio, so the report reads the same on any machine.
 //
-//	go run ./infra/bench [-out BENCHMARKS.md] [-only name,...]
+//	go run ./infra/bench [-out BENCHMARKS.md] [-only name,...] [-cpuprofile file]
 //
 // RALLY_BENCH_SCALE=1 measures boards of 10M members instead of 1M.
 package main
@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -39,15 +40,44 @@ var benches = []bench{
 }
 
 func main() {
-	out := flag.String("out", "BENCHMARKS.md", "the report to write")
-	only := flag.String("only", "", "comma-separated benches to run (default all): "+names())
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, *out, *only); err != nil {
+	if err := benchMain(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+func benchMain() error {
+	out := flag.String("out", "BENCHMARKS.md", "the report to write")
+	only := flag.String("only", "", "comma-separated benches to run (default all): "+names())
+	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the stacks' gateway, handlers and pollers) to this file")
+	flag.Parse()
+	if *profile != "" {
+		stop, err := startProfile(*profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return run(ctx, *out, *only)
+}
+
+// startProfile profiles this process's CPU into path until the returned
+// function is called.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func names() string {
