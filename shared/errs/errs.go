@@ -97,10 +97,13 @@ var (
 	Erased = Specific{Kind: Conflict, Slug: "erased", Title: "User erased"}
 	// ErasurePending: the user's erasure is under way.
 	ErasurePending = Specific{Kind: Conflict, Slug: "erasure-pending", Title: "Erasure pending"}
+	// TooOld: a match that happened before the replay horizon, when its
+	// id may be forgotten and a replay would count again.
+	TooOld = Specific{Kind: Conflict, Slug: "too-old", Title: "Too old"}
 )
 
 // Specifics lists every specific problem.
-func Specifics() []Specific { return []Specific{Erased, ErasurePending} }
+func Specifics() []Specific { return []Specific{Erased, ErasurePending, TooOld} }
 
 // New returns an error of s with a formatted detail.
 func (s Specific) New(format string, args ...any) *Error {

@@ -36,6 +36,14 @@ const (
 	DefaultK      = 4
 	// MaxClockSkew is how far in the future a match may say it happened.
 	MaxClockSkew = 5 * time.Minute
+	// EventRetention is how long a submitted match's id is kept (the
+	// ScoreEvents TTL, from when it was recorded).
+	EventRetention = 90 * 24 * time.Hour
+	// ReplayHorizon is how long ago a match may have happened. A match
+	// is recorded at most MaxClockSkew before its occurred_at, so one
+	// within the horizon still has its id recorded: on an increment
+	// board a replay can never count twice.
+	ReplayHorizon = EventRetention - MaxClockSkew
 )
 
 type (

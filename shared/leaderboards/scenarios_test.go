@@ -115,6 +115,40 @@ func TestMonthlyBoardKeepsPastPeriodsReadable(t *testing.T) {
 	}
 }
 
+// A match id is kept 90 days. On an increment board that never resets, a
+// replay of a match within that horizon is recognised; one that occurred
+// longer ago is refused (409 too-old) rather than risk counting twice,
+// and nothing is written. A match that says it happened in 1970 is
+// refused the same way.
+func TestAMatchPastTheReplayHorizonIsRefused(t *testing.T) {
+	s, c := startStack(t, "")
+	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	s.Clock().Set(start)
+	define(t, c, board{ID: "career", Title: "Career points", Policy: "increment", Order: "desc", Reset: "none", TieBreak: "earliest", MaxN: 100, Timezone: "UTC"})
+	match := map[string]any{"player_id": "ann", "match_id": "final", "score": 40, "occurred_at": start.Format(time.RFC3339)}
+	c.Service("POST", "/v1/leaderboards/career/scores", match).Expect(t, 200)
+	s.Clock().Set(start.Add(89 * 24 * time.Hour))
+	if again := c.Service("POST", "/v1/leaderboards/career/scores", match).Expect(t, 200).Map(t); again["applied"] != false || again["score"] != float64(40) {
+		t.Fatalf("a replay after 89 days: %v, want applied false and the score still 40", again)
+	}
+	s.Clock().Set(start.Add(91 * 24 * time.Hour))
+	before := itemCounts(t, s)
+	for _, at := range []string{start.Format(time.RFC3339), "1970-01-01T00:00:00Z"} {
+		match["occurred_at"] = at
+		r := c.Service("POST", "/v1/leaderboards/career/scores", match).Expect(t, 409)
+		if got := r.Map(t)["type"]; got != "urn:rally:problem:too-old" {
+			t.Fatalf("occurred_at %s, 91 days on: problem %v, want urn:rally:problem:too-old", at, got)
+		}
+	}
+	if after := itemCounts(t, s); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("refused replays wrote items: before %v, after %v", before, after)
+	}
+	got := c.Player("ann", "GET", "/v1/leaderboards/career/players/ann/rank", nil).Expect(t, 200).Map(t)
+	if got["score"] != float64(40) {
+		t.Fatalf("ann after the refused replays: %v, want 40", got)
+	}
+}
+
 // The same match id sent ten times at once applies once; concurrent
 // matches of one player end at the maximum under best and the sum under
 // increment.

@@ -202,6 +202,10 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		m.OccurredAt = now
 	}
 	m.OccurredAt = truncMillis(m.OccurredAt)
+	if now.Sub(m.OccurredAt) > ReplayHorizon {
+		return Result{}, errs.TooOld.New("the match occurred on %s, more than %d days ago: a match id is kept %d days, so a match older than that is refused rather than risk counting it twice",
+			m.OccurredAt.UTC().Format(time.DateOnly), int(ReplayHorizon.Hours()/24), int(EventRetention.Hours()/24))
+	}
 	period := d.PeriodAt(m.OccurredAt)
 	sub, err := s.Scores.Submit(ctx, d, period, m, func(cur *Score) (Score, bool, error) {
 		next, changed, err := Apply(d, cur, m)

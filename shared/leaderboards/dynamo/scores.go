@@ -20,9 +20,9 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// EventRetention is how long a match id is remembered: a retry of a match
-// older than this would apply again.
-const EventRetention = 90 * 24 * time.Hour
+// EventRetention is how long a match id is remembered (the service
+// refuses a match older than its horizon, so a retry never applies again).
+const EventRetention = leaderboards.EventRetention
 
 // submitAttempts bounds the optimistic retries of one submission; only a
 // player whose score is changed this many times concurrently runs out.
