@@ -132,6 +132,9 @@ func TestAMatchPastTheReplayHorizonIsRefused(t *testing.T) {
 		t.Fatalf("a replay after 89 days: %v, want applied false and the score still 40", again)
 	}
 	s.Clock().Set(start.Add(91 * 24 * time.Hour))
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	before := itemCounts(t, s)
 	for _, at := range []string{start.Format(time.RFC3339), "1970-01-01T00:00:00Z"} {
 		match["occurred_at"] = at
