@@ -318,7 +318,7 @@ var Counters = Table{
 //	{kind}#{target}              total              a reaction target's durable count: count, trend_total, ver, updated_at (reactions/dynamo)
 //	{kind}#{target}              {span}#{start}     a trending bucket, span h or d (reactions.Span): delta, ver, updated_at, expires_at
 //	applied#{user}               {kind}#{target}    the edge version the counter processor last counted: ver, expires_at
-//	intent#{id}                  intent             the edges one counter transaction counted, until their markers are written: edges, expires_at
+//	intent#{id}                  intent             the edges one counter transaction counted, until their markers are written (then deleted): edges, moved
 //	snapshot#trending#{kind}     {window}           a stored top-N for reads without Redis: items, as_of
 //	cache#{scope}                gen                the generation Redis must reach to be trusted: gen (cachegen)
 //	cache#{scope}#dirty          {redis key}        a key whose Redis value may be wrong: at
