@@ -182,6 +182,16 @@ func (s *Service) countRead(degraded bool) {
 // On a regional board the score also goes to the view of the player's
 // region as their profile says it now.
 func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, error) {
+	// A match past the replay horizon is refused before anything is read.
+	now := s.Clock.Now()
+	if m.OccurredAt.IsZero() {
+		m.OccurredAt = now
+	}
+	m.OccurredAt = truncMillis(m.OccurredAt)
+	if now.Sub(m.OccurredAt) > ReplayHorizon {
+		return Result{}, errs.TooOld.New("the match occurred on %s: a match id is kept %d days, so a match that old is refused rather than risk counting it twice",
+			m.OccurredAt.UTC().Format(time.DateOnly), int(EventRetention.Hours()/24))
+	}
 	d, err := s.Defs.Get(ctx, boardID) // fresh: a FROZEN board refuses at once
 	if err != nil {
 		return Result{}, err
@@ -196,15 +206,6 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 			return Result{}, err
 		}
 		m.Region = profiles[m.PlayerID].Region
-	}
-	now := s.Clock.Now()
-	if m.OccurredAt.IsZero() {
-		m.OccurredAt = now
-	}
-	m.OccurredAt = truncMillis(m.OccurredAt)
-	if now.Sub(m.OccurredAt) > ReplayHorizon {
-		return Result{}, errs.TooOld.New("the match occurred on %s, more than %d days ago: a match id is kept %d days, so a match older than that is refused rather than risk counting it twice",
-			m.OccurredAt.UTC().Format(time.DateOnly), int(ReplayHorizon.Hours()/24), int(EventRetention.Hours()/24))
 	}
 	period := d.PeriodAt(m.OccurredAt)
 	sub, err := s.Scores.Submit(ctx, d, period, m, func(cur *Score) (Score, bool, error) {
