@@ -60,7 +60,18 @@ func (e *Exports) grant(fn awslambda.Function, d routes.Documents) {
 		return
 	}
 	fn.AddEnvironment(jsii.String("RALLY_EXPORT_BUCKET"), e.Bucket.BucketName(), nil)
+	if archive := d.Archive(); len(archive) > 0 {
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(archive...),
+			Resources: jsii.Strings(*e.Bucket.ArnForObjects(jsii.String(routes.ArchivePrefix + "*"))),
+		}))
+		suppress(fn.Role(), "IAM5", "Closed leaderboard periods are archived under the exports bucket's "+routes.ArchivePrefix+" prefix "+
+			"(<bucket ARN>/"+routes.ArchivePrefix+"*): one object per part of a board period, named by the board and period it closes.", archiveWildcard)
+	}
 	objects, list := d.S3()
+	if len(objects) == 0 {
+		return
+	}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(objects...),
 		Resources: jsii.Strings(*e.Bucket.ArnForObjects(jsii.String(exports.Prefix + "*"))),
@@ -78,3 +89,6 @@ func (e *Exports) grant(fn awslambda.Function, d routes.Documents) {
 
 // exportsWildcard matches the S3 grant on the export documents' prefix.
 var exportsWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>\/exports\/\*$/g`)}
+
+// archiveWildcard matches the S3 grant on the archive's prefix.
+var archiveWildcard = &cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]+\.Arn>\/archive\/\*$/g`)}

@@ -31,6 +31,10 @@ const (
 	// Import loads a JSON Lines file (Spec.Source) as if each line had
 	// been submitted through the API; it has no target.
 	Import Kind = "import"
+	// Close archives the final standings of one ended period of a periodic
+	// leaderboard (target leaderboard, ID and Period): the schedule starts
+	// one per board period when it ends (see leaderboards.Closer).
+	Close Kind = "close"
 )
 
 // Target is the derived state a job works on.
@@ -85,8 +89,13 @@ func (s Spec) Validate() error {
 	case Rebuild, Reconcile, Recompute:
 	case Import:
 		return s.validateImport()
+	case Close:
+		if s.Target != Leaderboard || s.ID == "" || s.Period == "" || s.Source != "" {
+			return errs.Field("period", `a close names one period of one leaderboard: target "leaderboard", id and period`)
+		}
+		return nil
 	default:
-		return errs.Field("kind", `must be one of rebuild, reconcile, recompute, import`)
+		return errs.Field("kind", `must be one of rebuild, reconcile, recompute, import, close`)
 	}
 	if s.Source != "" {
 		return errs.Field("source", `names the file of an import: it needs kind "import"`)

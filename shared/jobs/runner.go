@@ -58,6 +58,10 @@ type Runner struct {
 	// ReconcileEvery is how often the schedule starts a reconcile of
 	// everything; 0 never.
 	ReconcileEvery time.Duration
+	// Due lists the jobs a feature asks the schedule to start now (a
+	// leaderboard period's close); each job's ID names its work, so a job
+	// asked for again, on this tick or a later one, is started once.
+	Due []func(ctx context.Context, now time.Time) ([]Job, error)
 }
 
 // Process runs the jobs a batch of Jobs stream records names, or, with no
@@ -118,6 +122,22 @@ func (r *Runner) Tick(ctx context.Context) error {
 // ReconcileEvery ago or more. Its ID names the period, so two schedules
 // racing start one.
 func (r *Runner) schedule(ctx context.Context, now time.Time) error {
+	for _, due := range r.Due {
+		asked, err := due(ctx, now)
+		if err != nil {
+			return err
+		}
+		for _, j := range asked {
+			j.State, j.StartedAt, j.Findings.Examples = Running, now, []string{}
+			created, err := r.Store.Create(ctx, j)
+			if err != nil {
+				return err
+			}
+			if created {
+				r.Log.InfoContext(ctx, "scheduled job started", "job_id", j.ID, "kind", j.Kind)
+			}
+		}
+	}
 	if r.ReconcileEvery <= 0 {
 		return nil
 	}

@@ -146,6 +146,10 @@ type Match struct {
 	// Region is the player's region as the submission is applied (their
 	// profile's), on a regional board; empty otherwise.
 	Region string
+	// Late is set when the match lands in a period that is not the current
+	// one: its submission checks, in its transaction, that the period has
+	// not been closed (see Close).
+	Late bool
 }
 
 // Submission is one accepted submission of a match to a board period, as

@@ -94,3 +94,47 @@ func (d Definition) PreviousPeriod(t time.Time) string {
 	}
 	return AllTime
 }
+
+// PeriodStart is when period p of the board begins, in its time zone (the
+// zero time for AllTime or a name that is not one of its periods).
+func (d Definition) PeriodStart(p string) time.Time {
+	loc := d.Location()
+	switch d.Reset {
+	case Daily:
+		t, err := time.ParseInLocation("2006-01-02", p, loc)
+		if err == nil {
+			return t
+		}
+	case Weekly:
+		m := weeklyPeriod.FindStringSubmatch(p)
+		if m == nil {
+			break
+		}
+		year, _ := strconv.Atoi(m[1])
+		week, _ := strconv.Atoi(m[2])
+		// ISO week 1 holds 4 January; weeks start on Monday.
+		jan4 := time.Date(year, 1, 4, 0, 0, 0, 0, loc)
+		monday := jan4.AddDate(0, 0, -((int(jan4.Weekday()) + 6) % 7))
+		return monday.AddDate(0, 0, 7*(week-1))
+	case Monthly:
+		t, err := time.ParseInLocation("2006-01", p, loc)
+		if err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// PeriodEnd is when period p ends: the start of the next one.
+func (d Definition) PeriodEnd(p string) time.Time {
+	start := d.PeriodStart(p)
+	switch d.Reset {
+	case Daily:
+		return start.AddDate(0, 0, 1)
+	case Weekly:
+		return start.AddDate(0, 0, 7)
+	case Monthly:
+		return start.AddDate(0, 1, 0)
+	}
+	return time.Time{}
+}

@@ -28,6 +28,10 @@ type Service struct {
 	// and those that fell through to DynamoDB, which are degraded.
 	Metrics *obs.Metrics
 
+	// Archive holds the final standings of closed periods, which reads of
+	// them are served from; nil when none are kept.
+	Archive Archive
+
 	// Freshness says how fresh reads from Redis are: as of the newest
 	// change the leaderboard processor applied.
 	Freshness freshness.Reads
@@ -208,6 +212,7 @@ func (s *Service) Submit(ctx context.Context, boardID string, m Match) (Result, 
 		m.Region = profiles[m.PlayerID].Region
 	}
 	period := d.PeriodAt(m.OccurredAt)
+	m.Late = period != d.PeriodAt(now)
 	sub, err := s.Scores.Submit(ctx, d, period, m, func(cur *Score) (Score, bool, error) {
 		next, changed, err := Apply(d, cur, m)
 		next.Board, next.Period, next.UpdatedAt = d.ID, period, now
@@ -354,6 +359,12 @@ func (s *Service) Top(ctx context.Context, id, region, period string, from, n in
 // mirrors, it lags nothing (its score-ordered index follows within a
 // moment), so no processor watermark applies to it.
 func (s *Service) top(ctx context.Context, d Definition, period string, from, n int) (Top, error) {
+	if h, archived, err := s.archived(ctx, d, period); err != nil || archived {
+		if err != nil {
+			return Top{}, err
+		}
+		return s.archivedTop(ctx, d, period, h, from, n)
+	}
 	t := Top{Period: period}
 	entries, total, asOf, err := s.Cache.Top(ctx, d, period, from, n)
 	members := int64(-1) // not read yet
@@ -386,7 +397,10 @@ func (s *Service) top(ctx context.Context, d Definition, period string, from, n 
 	return t, nil
 }
 
-var errMissing = errors.New("board missing from redis")
+var (
+	errMissing  = errors.New("board missing from redis")
+	errArchived = errors.New("period archived")
+)
 
 // names looks up display names; without them a board still answers.
 func (s *Service) names(ctx context.Context, entries []Entry) map[string]string {
@@ -429,6 +443,12 @@ func (s *Service) Rank(ctx context.Context, id, region, period, player string, k
 
 // As of: as for top.
 func (s *Service) rank(ctx context.Context, d Definition, period, player string, k int) (Standing, error) {
+	if h, archived, err := s.archived(ctx, d, period); err != nil || archived {
+		if err != nil {
+			return Standing{}, err
+		}
+		return s.archivedRank(ctx, d, period, h, player, k)
+	}
 	st := Standing{Period: period}
 	self, window, total, asOf, err := s.Cache.Around(ctx, d, period, player, k)
 	if errors.Is(err, ErrNotRanked) {
@@ -483,9 +503,20 @@ func (s *Service) friendsRank(ctx context.Context, d Definition, period, player 
 		return Standing{}, err
 	}
 	ids := append([]string{player}, friends...)
-	// As of: as for top.
+	_, archived, err := s.archived(ctx, d, period)
+	if err != nil {
+		return Standing{}, err
+	}
+	// As of: as for top. An archived period ranks the friends' scores,
+	// which it closed with, without Redis.
 	st := Standing{Period: period}
-	ranked, asOf, err := s.Cache.Among(ctx, d, period, ids)
+	var ranked []Entry
+	var asOf time.Time
+	if archived {
+		err = errArchived
+	} else {
+		ranked, asOf, err = s.Cache.Among(ctx, d, period, ids)
+	}
 	if err == nil && !contains(ranked, player) {
 		// The player is not in Redis: unranked, or a board Redis lost.
 		if got, gerr := s.Scores.Get(ctx, d.ID, period, []string{player}); gerr == nil && len(got) == 0 {
@@ -494,7 +525,10 @@ func (s *Service) friendsRank(ctx context.Context, d Definition, period, player 
 		err = errMissing
 	}
 	if err != nil {
-		st.Degraded, st.AsOf = true, s.Clock.Now()
+		st.Degraded, st.AsOf = !archived, s.Clock.Now()
+		if archived {
+			st.AsOf = d.PeriodEnd(period)
+		}
 		scores, err := s.Scores.Get(ctx, d.ID, period, ids)
 		if err != nil {
 			return Standing{}, err

@@ -138,9 +138,9 @@ func dynamoFamilies() []Family {
 
 		// Scores
 		{Name: "score", Store: DynamoDB, Table: schema.Scores.Name, Key: "<board>#<period>", Sort: "<player>",
-			Lifetime: "every period's, closed ones included (no period close yet)", RemovedBy: "the player's erasure; removal by an operator; a regional view's when its player moves"},
+			Lifetime: "every period's, closed ones included: a closed period's archive finds a player's page from it", RemovedBy: "the player's erasure; removal by an operator; a regional view's when its player moves"},
 		{Name: "period member count", Store: DynamoDB, Table: schema.Scores.Name, Key: "<board>#<period>", Sort: "#meta",
-			Lifetime: "one per period, closed ones included (no period close yet)"},
+			Lifetime: "one per period, closed ones included (with the time it closed)"},
 		{Name: "ban", Store: DynamoDB, Table: schema.Scores.Name, Key: "#ban#<player>", Sort: "<player>",
 			Lifetime: "while the player is banned", RemovedBy: "the unban; the player's erasure", Bounded: true},
 
@@ -188,6 +188,14 @@ func dynamoFamilies() []Family {
 			Lifetime: "kept: written once", RemovedBy: "the player's erasure", Bounded: true},
 		{Name: "data export", Store: DynamoDB, Table: schema.Exports.Name, Key: "<user>", Sort: "<export>",
 			TTL: 3 * day, From: "the request, then from the document's readiness", RemovedBy: "the user's erasure", Bounded: true},
+
+		// Archives
+		{Name: "archived period head", Store: DynamoDB, Table: schema.Archives.Name, Key: "<board>#<period>", Sort: schema.ArchiveHeadSK,
+			Lifetime: "kept: a closed period's size and when it closed, one per board period", Bounded: true},
+		{Name: "archived page", Store: DynamoDB, Table: schema.Archives.Name, Key: "<board>#<period>", Sort: schema.ArchivePagePrefix + "<page>",
+			Lifetime: "kept: a closed period's final standings, 100 entries a page", RemovedBy: "a player's entry: their erasure", Bounded: true},
+		{Name: "archived page pointer", Store: DynamoDB, Table: schema.Archives.Name, Key: "<board>#<period>", Sort: schema.ArchiveKeyPrefix + "<rank key>",
+			Lifetime: "kept: one per archived page", Bounded: true},
 	}
 }
 
@@ -211,10 +219,11 @@ func redisFamilies() []Family {
 
 		// shared/leaderboards/mirror
 		{Name: "leaderboard period board", Store: Redis, Key: "rank:{lb:<board>#<period>}:scores|<board key>",
-			Lifetime: "every period's, closed ones included (no period close yet)", RemovedBy: "a player's entry: their erasure, removal or ban"},
+			Lifetime: "the current period's and the previous one's: a period's close sets its keys to expire once the next period is one period old, at most 32 days later (an all-time board's are kept)", Linger: 32 * day,
+			RemovedBy: "the period's close (an expiry); a player's entry: their erasure, removal or ban", Bounded: true},
 		{Name: "leaderboard period board partition", Store: Redis, Key: "rank:{lb:<board>#<period>~<partition>}:scores|<board key>",
-			Lifetime: "every period's, closed ones included (no period close yet); a partition a rebalance empties keeps its meta 1 day", Linger: day,
-			RemovedBy: "a player's entry: their erasure, removal or ban; a rebalance, the partitions it empties"},
+			Lifetime: "as the period board's (expiring at most 32 days after the close); a partition a rebalance empties keeps its meta 1 day", Linger: 32 * day,
+			RemovedBy: "the period's close (an expiry); a player's entry: their erasure, removal or ban; a rebalance, the partitions it empties", Bounded: true},
 
 		// shared/streaks/mirror
 		{Name: "cached streak", Store: Redis, Key: "rally:streak:<user>",

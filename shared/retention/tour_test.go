@@ -25,6 +25,7 @@ import (
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/infra/local/testenv/await"
 	"github.com/rallyhq/rally/shared/config"
+	"github.com/rallyhq/rally/shared/leaderboards"
 	lbbind "github.com/rallyhq/rally/shared/leaderboards/bind"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/retention"
@@ -227,6 +228,11 @@ func tour(t *testing.T, census func(*stack.Stack)) {
 	submit("sprint", ann, "m2", 300)
 	submit("sprint", zed, "m2", 200)
 	idle()
+	// The schedule closes the daily board's first day: its archive is
+	// what reads of that day are served from.
+	yesterday := s.Clock().Now().AddDate(0, 0, -1).UTC().Format("2006-01-02")
+	awaitJob(t, c, leaderboards.CloseJobID("sprint", yesterday), func() { s.Clock().Advance(leaderboards.CloseAfter) })
+	c.Player(ann, "GET", "/v1/leaderboards/sprint/top?n=10&period="+yesterday, nil).Expect(t, 200)
 
 	// Reads of every kind, through Redis and its caches.
 	for _, path := range []string{
@@ -379,6 +385,28 @@ func runJob(t *testing.T, c *apitest.Client, spec map[string]any) {
 	})
 	if j.State != "DONE" {
 		t.Fatalf("job %v ended %s: %s", spec, j.State, j.Error)
+	}
+}
+
+// awaitJob awaits a job the schedule starts, nudging the clock (poke)
+// until it appears, and its success.
+func awaitJob(t *testing.T, c *apitest.Client, id string, poke func()) {
+	t.Helper()
+	var j struct {
+		State string `json:"state"`
+		Error string `json:"error"`
+	}
+	await.Until(t, 2*time.Minute, "job "+id+" to finish", func() bool {
+		r := c.Service("GET", "/v1/ops/jobs/"+id, nil)
+		if r.Status == 404 {
+			poke()
+			return false
+		}
+		r.Expect(t, 200).JSON(t, &j)
+		return j.State != "RUNNING"
+	})
+	if j.State != "DONE" {
+		t.Fatalf("job %s ended %s: %s", id, j.State, j.Error)
 	}
 }
 

@@ -95,7 +95,22 @@ const (
 	WriteDocuments
 	// EraseDocuments lists a user's documents and deletes them.
 	EraseDocuments
+	// WriteArchive writes the closed leaderboard periods' JSON Lines, in
+	// the same bucket under their own prefix (ArchivePrefix).
+	WriteArchive
 )
+
+// ArchivePrefix is where closed leaderboard periods are archived in the
+// exports bucket (leaderboards.ArchivePrefix names each period's).
+const ArchivePrefix = "archive/"
+
+// Archive lists d's S3 actions on the archive's objects.
+func (d Documents) Archive() []string {
+	if d&WriteArchive != 0 {
+		return []string{"s3:PutObject"}
+	}
+	return nil
+}
 
 // S3 lists d's S3 actions on the documents' objects, and whether d lists
 // the bucket, in a fixed order.
@@ -217,6 +232,9 @@ var (
 	boardDefinition = On(schema.Leaderboards, GetItem)
 	// byScore reads a board in rank order (the Redis-less reads).
 	byScore = OnIndex(schema.Scores, schema.IndexScoresByScore, Query)
+	// archived reads a closed period's archive: its head, pages, and the
+	// page that holds a score.
+	archived = On(schema.Archives, GetItem|Query)
 )
 
 // Favorites and likes.
@@ -344,18 +362,18 @@ var (
 	LeaderboardTop = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/top", Function: "leaderboard-top", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "The best N players of a period",
-		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), byScore, On(schema.Players, BatchGetItem), counterReads}, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem), byScore, On(schema.Players, BatchGetItem), counterReads, archived}, Redis: true},
 	}
 	PlayerRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank, percentile and neighbours",
 		// Without Redis, a big board's rank comes from its score histogram (Counters).
-		Uses: Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, On(schema.Counters, GetItem|Query)}, Redis: true},
+		Uses: Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, On(schema.Counters, GetItem|Query), archived}, Redis: true},
 	}
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank among their friends",
-		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, BatchGetItem), On(schema.Players, GetItem), counterReads}, Redis: true},
+		Uses:    Uses{Calls: []Call{boardDefinition, On(schema.Scores, BatchGetItem), On(schema.Players, GetItem), counterReads, archived}, Redis: true},
 	}
 	PutFriends = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
@@ -817,10 +835,15 @@ var JobRunner = Processor{
 			On(schema.Scores, BatchGetItem|BatchWriteItem), On(schema.ScoreEvents, BatchGetItem|BatchWriteItem),
 			On(schema.Reactions, BatchWriteItem), On(schema.Streaks, BatchWriteItem),
 			On(schema.Streaks, BatchGetItem|Scan|UpdateItem), OnIndex(schema.Streaks, schema.IndexStreaksLive, Query),
+			// A close marks its period closed, walks the score index and
+			// writes the archive's pages and head.
+			OnIndex(schema.Scores, schema.IndexScoresByScore, Query), On(schema.Archives, GetItem|PutItem|BatchWriteItem),
 		},
 		Redis: true,
 		// An import reads its file from the import bucket.
 		Imports: true,
+		// A close writes its period's JSON Lines.
+		Documents: WriteArchive,
 	},
 	// One job per invocation is the usual case: a job's records come one
 	// checkpoint at a time.

@@ -597,9 +597,41 @@ const (
 	AttrLeasedBy = "leased_by"
 )
 
+// Archives holds the final standings of closed board periods (the close
+// job writes them once, exactly, when a period ends): under each board
+// period's partition ({board}#{period}, as in Scores) a head item
+// (ArchiveHeadSK: the total, the number of pages, when it closed), the
+// pages of the final order (ArchivePagePrefix + page number, ArchivePage
+// entries each) and, per page, a pointer keyed by the rank key of its
+// first entry (ArchiveKeyPrefix + rank key), so a player's page is found
+// from their score with one query. Reads of an archived period are
+// served from here. No stream: nothing derives from it.
+var Archives = Table{
+	Name:         "Archives",
+	PartitionKey: Key{AttrPK, String},
+	SortKey:      &Key{AttrSK, String},
+	Purpose:      "the final standings of closed leaderboard periods, in pages, for reads of past periods",
+}
+
+// Archives sort keys and attributes.
+const (
+	ArchiveHeadSK     = "head"
+	ArchivePagePrefix = "page#"
+	ArchiveKeyPrefix  = "key#"
+	// ArchivePage is how many entries an archive page holds.
+	ArchivePage = 100
+	// AttrEntries is an archive page's entries; AttrPage a pointer's page
+	// number; AttrPages and AttrTotal the head's page count and members.
+	AttrEntries  = "entries"
+	AttrPage     = "page"
+	AttrPages    = "pages"
+	AttrTotal    = "total"
+	AttrClosedAt = "closed_at"
+)
+
 // Tables lists every table Rally owns.
 func Tables() []Table {
-	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, AnalyticsSecrets, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts, Exports}
+	return []Table{Reactions, Counters, Idempotency, Games, Leaderboards, Scores, ScoreEvents, Players, AnalyticsSecrets, Streaks, Activity, Erasures, DeadLetters, Jobs, Accounts, Exports, Archives}
 }
 
 // ByName returns the declared table with the given logical name.

@@ -4,7 +4,9 @@
 package all
 
 import (
+	"context"
 	"maps"
+	"time"
 
 	"github.com/rallyhq/rally/shared/accounts"
 	analyticsbind "github.com/rallyhq/rally/shared/analytics/bind"
@@ -119,12 +121,14 @@ var Jobs = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) app.Hand
 // every feature's importer.
 func JobRunner(d *app.Deps) *jobs.Runner {
 	tasks := jobs.Tasks{}
-	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d), Importer(d).Tasks()} {
+	closer := leaderboardsbind.Closer(d, exportsbind.Documents(d))
+	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d), Importer(d).Tasks(), closer.Tasks()} {
 		maps.Copy(tasks, t)
 	}
 	return &jobs.Runner{
 		Store: opsbind.Jobs(d), Tasks: tasks, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Owner: jobs.NewID(), ReconcileEvery: d.Config.ReconcileEvery,
+		Due: []func(context.Context, time.Time) ([]jobs.Job, error){closer.Due},
 	}
 }
 

@@ -24,7 +24,7 @@ var Leaderboards = app.Feature{Name: routes.Leaderboards, Bind: func(d *app.Deps
 	gen := d.Generations(mirror.Scope)
 	m := Mirror(d, gen)
 	svc := leaderboards.NewService(defs, scores, playersbind.Store(d), m, d.Clock, d.Log)
-	svc.Metrics = d.Metrics
+	svc.Metrics, svc.Archive = d.Metrics, Archives(d)
 	svc.Freshness = freshnessbind.Reads(d, routes.LeaderboardProcessor)
 	h := &leaderboards.API{Service: svc, Cursors: d.Cursors}
 	p := &leaderboards.Processor{
@@ -92,4 +92,18 @@ func Importer(d *app.Deps) *leaderboards.Importer {
 	defs, scores := Definitions(d), Scores(d)
 	j := &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
 	return &leaderboards.Importer{Defs: defs, Scores: scores, Jobs: j, Clock: d.Clock}
+}
+
+// Archives is the store of closed periods' final standings.
+func Archives(d *app.Deps) *dynamo.Archives {
+	return &dynamo.Archives{DB: d.DB, Table: d.Table(schema.Archives)}
+}
+
+// Closer closes ended periods into their archive, writing its JSON Lines
+// to docs.
+func Closer(d *app.Deps, docs leaderboards.Documents) *leaderboards.Closer {
+	return &leaderboards.Closer{
+		Defs: Definitions(d), Scores: Scores(d), Archive: Archives(d),
+		Cache: Mirror(d, d.Generations(mirror.Scope)), Documents: docs, Clock: d.Clock,
+	}
 }

@@ -448,3 +448,18 @@ func (s *Scores) indexQuery(board, period string, shard int, side func(expressio
 	in.IndexName = aws.String(schema.IndexScoresByScore)
 	return in
 }
+
+// After returns, in rank order, up to n entries of the period that rank
+// after the entry e (from the top when e is nil), unranked, read from
+// the by_score index: a close walks the final order with it.
+func (s *Scores) After(ctx context.Context, d leaderboards.Definition, period string, e *leaderboards.Entry, n int) ([]leaderboards.Entry, error) {
+	from := ""
+	if e != nil {
+		from = RankKey(d.Order, e.Score, e.ReachedAt, e.PlayerID)
+	}
+	keys, err := s.nearest(ctx, d.ID, period, from, true, n)
+	if err != nil {
+		return nil, err
+	}
+	return decodeKeys(d.Order, keys)
+}

@@ -214,6 +214,10 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 		if err != nil {
 			return leaderboards.Submitted{}, err
 		}
+		open := -1
+		if m.Late {
+			items, open = s.checkOpen(items, d.ID, period)
+		}
 		items = append(items, s.notBanned(m.PlayerID))
 		_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
@@ -221,6 +225,9 @@ func (s *Scores) Submit(ctx context.Context, d leaderboards.Definition, period s
 		}
 		if failedAt(err, len(items)-1) {
 			return leaderboards.Submitted{}, errs.New(errs.Forbidden, "player %s is banned from leaderboards", m.PlayerID)
+		}
+		if open >= 0 && failedAt(err, open) {
+			return leaderboards.Submitted{}, errs.TooOld.New("period %s of %s is closed: its final standings are archived", period, d.ID)
 		}
 		repeated, raced := cancelled(err)
 		switch {
@@ -285,8 +292,11 @@ func (s *Scores) transaction(d leaderboards.Definition, period string, m leaderb
 		if entered {
 			meta = meta.Add(expression.Name(schema.AttrViews), expression.Value(&types.AttributeValueMemberSS{Value: []string{after.Region}}))
 		}
-		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, s.key(d.ID, period, MetaID),
-			ddb.MustBuild(expression.NewBuilder().WithUpdate(meta)))})
+		b := expression.NewBuilder().WithUpdate(meta)
+		if m.Late {
+			b = b.WithCondition(stillOpen)
+		}
+		items = append(items, types.TransactWriteItem{Update: ddb.TransactUpdate(s.Table, s.key(d.ID, period, MetaID), ddb.MustBuild(b))})
 	}
 	if !d.Regional {
 		return items, nil
@@ -378,4 +388,57 @@ func (s *Scores) alreadySubmitted(ctx context.Context, board, period, player str
 	}
 	prev := *cur
 	return leaderboards.Submitted{Current: *cur, Previous: &prev}, nil
+}
+
+// Close marks a board period closed to submissions (its meta item's
+// closed_at) and returns when it was first marked: a late match checks
+// the mark in its transaction, so none lands once it is set.
+func (s *Scores) Close(ctx context.Context, board, period string, at time.Time) (time.Time, error) {
+	closed := expression.Name(schema.AttrClosedAt)
+	upd := expression.Set(closed, expression.IfNotExists(closed, expression.Value(ddb.FormatTime(at))))
+	in := ddb.UpdateInput(s.Table, s.key(board, period, MetaID), ddb.MustBuild(expression.NewBuilder().WithUpdate(upd)))
+	in.ReturnValues = types.ReturnValueUpdatedNew
+	out, err := s.DB.UpdateItem(ctx, in)
+	if err != nil {
+		return time.Time{}, unavailable(err, fmt.Sprintf("close %s/%s", board, period))
+	}
+	v, _ := out.Attributes[schema.AttrClosedAt].(*types.AttributeValueMemberS)
+	if v == nil {
+		return at, nil
+	}
+	return ddb.ParseTime(v.Value), nil
+}
+
+// checkOpen makes a late submission's transaction check that its period
+// is not closed: on the period's meta item, which the transaction updates
+// already for a first score, or checks. It returns the items and the
+// index of the one that checks.
+func (s *Scores) checkOpen(items []types.TransactWriteItem, board, period string) ([]types.TransactWriteItem, int) {
+	meta := s.key(board, period, MetaID)
+	for i, it := range items {
+		if it.Update != nil && sameKey(it.Update.Key, meta) {
+			// transaction built the update with the condition (stillOpen).
+			return items, i
+		}
+	}
+	check := ddb.TransactCheck(s.Table, meta, ddb.MustBuild(expression.NewBuilder().WithCondition(stillOpen)))
+	return append(items, types.TransactWriteItem{ConditionCheck: check}), len(items)
+}
+
+// stillOpen holds while a board period is not closed.
+var stillOpen = expression.Name(schema.AttrClosedAt).AttributeNotExists()
+
+// sameKey tells whether two item keys are equal (string attributes).
+func sameKey(a, b map[string]types.AttributeValue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		x, ok1 := v.(*types.AttributeValueMemberS)
+		y, ok2 := b[k].(*types.AttributeValueMemberS)
+		if !ok1 || !ok2 || x.Value != y.Value {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/ranking"
@@ -80,3 +81,14 @@ func (m *Mirror) Size(ctx context.Context, d leaderboards.Definition, period str
 // Superseded tells whether a rebuild failed because another one (or an
 // erasure's Forget) took over the board meanwhile.
 func (m *Mirror) Superseded(err error) bool { return errors.Is(err, ranking.ErrLoadSuperseded) }
+
+// ExpireAt makes a closed board period leave Redis at a time: its keys
+// expire then (writes that straggle in keep the deadline), or go now when
+// that time has passed by now.
+func (m *Mirror) ExpireAt(ctx context.Context, d leaderboards.Definition, period string, at, now time.Time) error {
+	b := Board(d, period)
+	if ttl := at.Sub(now); ttl >= time.Millisecond {
+		return m.Rank.Expire(ctx, b, ttl)
+	}
+	return m.Rank.Delete(ctx, b)
+}
