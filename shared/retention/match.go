@@ -31,7 +31,7 @@ var placeholders = map[string]string{
 	"group":     `\d{3}`,                   // a histogram slice
 	"chunk":     `\d{6}`,                   // a parked batch's chunk of records
 	"page":      `\d{9}`,                   // an archive page's number
-	"rank key":  `\d{17}#\d{15}#[^#]+`,      // a by_score rank key (score, time, player)
+	"rank key":  `\d{17}#\d{15}#[^#]+`,     // a by_score rank key (score, time, player)
 	"batch":     `[0-9a-f]+`,               // a parked batch's id
 	"event":     `.+`,                      // an event id
 	"key":       `.+`,                      // a client's Idempotency-Key
