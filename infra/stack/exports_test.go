@@ -59,7 +59,8 @@ func TestExportsBucketIsPrivateEncryptedTLSOnlyAndExpiring(t *testing.T) {
 
 // Only the functions that declare export documents are told the bucket
 // and reach it: each exactly its declared S3 actions, on the documents'
-// prefix alone; only an erasure lists the bucket.
+// prefix alone, and the archive's writer its own on the archive's; only
+// an erasure lists the bucket.
 func TestOnlyExportFunctionsReachTheExportsBucket(t *testing.T) {
 	for stage, s := range both() {
 		bucket := logicalID(s.ref(s.stack.Exports.Bucket.BucketName()))
@@ -71,7 +72,7 @@ func TestOnlyExportFunctionsReachTheExportsBucket(t *testing.T) {
 			if told != (uses.Documents != 0) {
 				t.Errorf("%s: told the exports bucket=%v, declares documents=%v", where, told, uses.Documents != 0)
 			}
-			var objects, listing []string
+			var objects, archive, listing []string
 			for _, st := range statementsOf(s, fn.name) {
 				for _, res := range resourceList(st.Resource) {
 					r := mustJSON(res)
@@ -80,8 +81,10 @@ func TestOnlyExportFunctionsReachTheExportsBucket(t *testing.T) {
 					}
 					for _, a := range strs(st.Action) {
 						switch {
-						case strings.HasSuffix(r, `/`+exports.Prefix+`*"]]}`) || strings.Contains(r, `/`+exports.Prefix+`*"`):
+						case strings.Contains(r, `/`+exports.Prefix+`*"`):
 							objects = append(objects, a)
+						case strings.Contains(r, `/`+routes.ArchivePrefix+`*"`):
+							archive = append(archive, a)
 						case a == "s3:ListBucket":
 							listing = append(listing, a)
 						default:
@@ -97,6 +100,9 @@ func TestOnlyExportFunctionsReachTheExportsBucket(t *testing.T) {
 				continue
 			}
 			users++
+			if !slices.Equal(archive, uses.Documents.Archive()) {
+				t.Errorf("%s: granted %v on the archive, declared %v", where, archive, uses.Documents.Archive())
+			}
 			want, list := uses.Documents.S3()
 			slices.Sort(objects)
 			if !slices.Equal(objects, want) {
@@ -106,8 +112,8 @@ func TestOnlyExportFunctionsReachTheExportsBucket(t *testing.T) {
 				t.Errorf("%s: may list the bucket=%v, declared %v", where, len(listing) > 0, list)
 			}
 		}
-		if users != 3 {
-			t.Errorf("%s: %d functions reach the exports bucket, want export-status, export-processor and erasure-processor", stage, users)
+		if users != 4 {
+			t.Errorf("%s: %d functions reach the exports bucket, want export-status, export-processor, erasure-processor and job-runner", stage, users)
 		}
 	}
 }
