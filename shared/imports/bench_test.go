@@ -71,7 +71,7 @@ func BenchmarkImportScores(b *testing.B) {
 		b.Fatal(err)
 	}
 	cache := mirror.New(rdb, nil)
-	importer := &timedCatchUp{Importer: &leaderboards.Importer{Defs: defs, Scores: scores, Clock: clock.System{},
+	importer := &timedCatchUp{Importer: &leaderboards.Importer{Defs: defs, Scores: scores, Boards: cache, Clock: clock.System{},
 		Jobs: &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: cache, Clock: clock.System{}}}}
 	task := &imports.Task{
 		Sources:   imports.Opener{Files: true},
