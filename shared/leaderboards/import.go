@@ -213,7 +213,7 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 
 // mirror writes a chunk's scores to the Redis boards, one call per board
 // period. A chunk whose scores do not reach Redis fails, and is applied
-// again: its scores, changed then, are found and written again.
+// again: its scores, in DynamoDB by then, are found and written again.
 func (im *Importer) mirror(ctx context.Context, lines []scoreLine, named map[BoardPeriod]map[string]Score) error {
 	defs := map[string]Definition{}
 	for _, l := range lines {
