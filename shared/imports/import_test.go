@@ -345,6 +345,13 @@ func TestAnImportCutShortAndResumedEndsLikeOneWholeRun(t *testing.T) {
 	if cut.Rejected != whole.Rejected || whole.Rejected != int64(n/500) {
 		t.Fatalf("rejected: %d cut short, %d whole; want %d", cut.Rejected, whole.Rejected, n/500)
 	}
+	// Each chunk counted its members once and reached Redis, cut short or
+	// not: the catch-up found nothing to recount or rebuild.
+	for name, f := range map[string]jobs.Findings{"whole": whole, "cut": cut} {
+		if f.Drifted != 0 {
+			t.Fatalf("the %s run's catch-up found drift: %q", name, f.Examples)
+		}
+	}
 	t.Logf("the cut run took %d runs", cuts)
 
 	scores := leaderboardsbind.Scores(d)

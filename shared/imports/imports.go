@@ -41,6 +41,10 @@ type Batch struct {
 	// At is when the import started: the time of a line that gives none
 	// (the same on every run of one job).
 	At time.Time
+	// Job is the import job's id (jobs.Work.Job): with the batch's first
+	// line, it names the chunk for good, so an importer that counts what
+	// a chunk adds can count it once however often the chunk is applied.
+	Job string
 }
 
 // Rejection is a line an importer refused, and why.
@@ -61,8 +65,8 @@ type Importer interface {
 	// run cut short while writing it, gives the same result.
 	Import(ctx context.Context, b Batch) (rejected []Rejection, touched []string, err error)
 	// CatchUp brings the derived state of what the import touched up to
-	// date (Redis boards, counts), once the whole file is in. It may be
-	// run again.
+	// date (Redis boards, counts) and forgets what it kept to apply
+	// chunks once, once the whole file is in. It may be run again.
 	CatchUp(ctx context.Context, touched []string, w *jobs.Work) error
 }
 

@@ -229,7 +229,7 @@ func (t *Task) apply(ctx context.Context, source string, c *cursor, raw []rawLin
 			continue
 		}
 		imp := t.Importers[i]
-		refused, touched, err := imp.Import(ctx, Batch{Lines: lines, At: c.At})
+		refused, touched, err := imp.Import(ctx, Batch{Lines: lines, At: c.At, Job: w.Job})
 		if err != nil {
 			return fmt.Errorf("import %s lines %d–%d: %s: %w", source, lines[0].No, lines[len(lines)-1].No, imp.Name(), err)
 		}

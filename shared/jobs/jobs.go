@@ -277,10 +277,14 @@ type Work struct {
 	// Progress of the step under way; the task sets Total when it knows it.
 	Progress Progress
 	Findings *Findings
-	save     func(ctx context.Context, cursor string) error
-	every    time.Duration
-	saved    time.Time
-	wakeAt   time.Time
+	// Job is the id of the job the work is for, the same on every run of
+	// it ("" for a task run outside the runner): what a task writes to
+	// recognise its own earlier, cut-short run is keyed on it.
+	Job    string
+	save   func(ctx context.Context, cursor string) error
+	every  time.Duration
+	saved  time.Time
+	wakeAt time.Time
 }
 
 // NewWork is a Work whose checkpoints call save (at most every

@@ -182,7 +182,7 @@ func (r *Runner) Work(ctx context.Context, id string) error {
 	if len(steps) == 0 {
 		return r.finish(ctx, j, errs.New(errs.Invalid, "no task does %s of %s", j.Kind, j.Target))
 	}
-	w := &Work{Progress: j.Progress, Findings: &j.Findings, every: CheckpointEvery, saved: time.Now()}
+	w := &Work{Progress: j.Progress, Findings: &j.Findings, Job: j.ID, every: CheckpointEvery, saved: time.Now()}
 	// checkpointed is the progress (and the count of values checked)
 	// saved with the cursor: a run that fails or is cut short by an error
 	// goes back to it, since the next goes back to the cursor. What it found drifted, and repaired,

@@ -3,6 +3,7 @@ package leaderboards
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,17 +63,34 @@ type Recorded struct {
 	RecordedAt time.Time
 }
 
+// ImportChunk names a chunk of an import for good: its job (see
+// jobs.Work.Job) and its first line.
+type ImportChunk struct {
+	Job  string
+	Line int64
+}
+
 // ScoreImports is what an import needs of the Scores store: a chunk's
 // state read in batches, and its new state written in batches.
 type ScoreImports interface {
 	Held(ctx context.Context, scores []ScoreRef, matches []MatchRef, players []string) (Held, error)
-	// Import writes the scores (with their board's order, for the rank
-	// keys) and the new members of each board period, and only then the
-	// matches: a match recorded is a match whose score is written, which
-	// is what makes a chunk cut short while writing safe to apply again.
+	// Import writes a chunk's new state in three steps, each only once
+	// the one before is written, and returns the scores as written
+	// (versions included):
+	//  1. the new members of each board period, counted once per chunk:
+	//     a chunk applied again after a run cut short (which finds some
+	//     of its players written, and would count short) adds nothing;
+	//  2. the scores (with their board's order, for the rank keys);
+	//  3. the matches: a match recorded is a match whose score is
+	//     written, which is what makes a chunk cut short while writing
+	//     safe to apply again.
 	// The writes are not conditional: a live submission for the same
 	// player at the same moment may be lost (see docs/IMPORT.md).
-	Import(ctx context.Context, orders map[string]Order, scores []Imported, members map[BoardPeriod]int64, matches []Recorded) error
+	Import(ctx context.Context, chunk ImportChunk, orders map[string]Order, scores []Imported, members map[BoardPeriod]int64, matches []Recorded) ([]Score, error)
+	// ForgetImport removes what Import kept on a board period to count a
+	// job's chunks once; the job catches up only when no chunk of it is
+	// left to apply.
+	ForgetImport(ctx context.Context, bp BoardPeriod, job string) error
 }
 
 // Importer loads the score lines of an import file as if each had been
@@ -81,8 +99,14 @@ type ScoreImports interface {
 type Importer struct {
 	Defs   Definitions
 	Scores ScoreImports
-	// Jobs catch the touched boards up: member counts and histograms
-	// recounted, Redis rebuilt.
+	// Boards receive, once a chunk is written, the score of every player
+	// it named: the ones it changed and the ones it found (a run cut
+	// short may have written those without reaching Redis), versioned
+	// like the processor's writes. A board is whole in Redis when the
+	// file is in, however far the processor got.
+	Boards Sync
+	// Jobs catch the touched boards up when Redis or a count is found
+	// short: the board rebuilt and its members recounted in one pass.
 	Jobs  *Jobs
 	Clock clock.Clock
 }
@@ -139,6 +163,9 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 	var scores []Imported
 	var recorded []Recorded
 	var touched []string
+	// named is every score the chunk leaves on a board, by board period:
+	// the ones it found (replaced below by those it changes).
+	named := map[BoardPeriod]map[string]Score{}
 	for _, ref := range refs {
 		group := groups[ref]
 		d := group[0].d
@@ -150,9 +177,14 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 			}
 			continue
 		}
+		bp := BoardPeriod{d.ID, ref.Period}
+		if named[bp] == nil {
+			named[bp] = map[string]Score{}
+		}
 		var cur *Score
 		if sc, ok := held.Scores[ref]; ok {
 			cur = &sc
+			named[bp][ref.Player] = sc
 		}
 		out, refused := applyGroup(d, cur, group, held.Recorded, now)
 		rejected = append(rejected, refused...)
@@ -163,13 +195,40 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 		orders[d.ID] = d.Order
 		scores = append(scores, Imported{Score: out.score, Previous: cur, Changes: out.changes})
 		if cur == nil {
-			members[BoardPeriod{d.ID, ref.Period}]++
+			members[bp]++
 		}
 	}
-	if err := im.Scores.Import(ctx, orders, scores, members, recorded); err != nil {
+	written, err := im.Scores.Import(ctx, ImportChunk{Job: b.Job, Line: b.Lines[0].No}, orders, scores, members, recorded)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, sc := range written {
+		named[BoardPeriod{sc.Board, sc.Period}][sc.PlayerID] = sc
+	}
+	if err := im.mirror(ctx, lines, named); err != nil {
 		return nil, nil, err
 	}
 	return rejected, touched, nil
+}
+
+// mirror writes a chunk's scores to the Redis boards, one call per board
+// period. A chunk whose scores do not reach Redis fails, and is applied
+// again: its scores, in DynamoDB by then, are found and written again.
+func (im *Importer) mirror(ctx context.Context, lines []scoreLine, named map[BoardPeriod]map[string]Score) error {
+	defs := map[string]Definition{}
+	for _, l := range lines {
+		defs[l.d.ID] = l.d
+	}
+	for bp, byPlayer := range named {
+		if len(byPlayer) == 0 {
+			continue
+		}
+		scores := slices.Collect(maps.Values(byPlayer))
+		if err := im.Boards.Apply(ctx, defs[bp.Board], bp.Period, scores); err != nil {
+			return fmt.Errorf("import scores of %s#%s to redis: %w", bp.Board, bp.Period, err)
+		}
+	}
+	return nil
 }
 
 // applied is what a group of lines (one player's score in one board
@@ -345,15 +404,20 @@ func errMessage(err error) string {
 	return err.Error()
 }
 
-// CatchUp implements imports.Importer: each board period the import
-// changed has its member count recounted from its scores (a chunk
-// applied again after a run cut short may have counted a player as new
-// twice, or not at all) and its Redis board rebuilt, so the board is
-// whole when the job ends however far the leaderboard processor got. The
-// histograms are the processor's, from the stream, as for submissions.
+// CatchUp implements imports.Importer. Each chunk counted its new
+// members once and wrote its scores to Redis, so a board period the
+// import named is caught up when Redis holds as many players as its
+// member count says: two reads, not a read of every score. One where they
+// differ (Redis lost data meanwhile, say) is rebuilt in one pass over its
+// scores that also recounts its members. The histograms are the
+// processor's, from the stream, as for submissions.
 func (im *Importer) CatchUp(ctx context.Context, touched []string, w *jobs.Work) error {
 	for _, t := range touched {
 		board, period, _ := strings.Cut(t, "/")
+		bp := BoardPeriod{board, period}
+		if err := im.Scores.ForgetImport(ctx, bp, w.Job); err != nil {
+			return err
+		}
 		d, err := im.Defs.Get(ctx, board)
 		if errs.Is(err, errs.NotFound) {
 			continue // deleted since
@@ -361,10 +425,7 @@ func (im *Importer) CatchUp(ctx context.Context, touched []string, w *jobs.Work)
 		if err != nil {
 			return err
 		}
-		if _, err := im.Jobs.recountMembers(ctx, BoardPeriod{board, period}, w); err != nil {
-			return err
-		}
-		if err := im.Jobs.rebuildWhole(ctx, d, period); err != nil {
+		if err := im.Jobs.makeWhole(ctx, d, period, w); err != nil {
 			return err
 		}
 	}

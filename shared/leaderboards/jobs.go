@@ -419,6 +419,49 @@ func (j *Jobs) rebuildWhole(ctx context.Context, d Definition, period string) er
 	})
 }
 
+// makeWhole checks that Redis holds as many players of a board period as
+// its member count says, and when it does not, rebuilds the board and
+// recounts the members in one pass (rebuildCounting).
+func (j *Jobs) makeWhole(ctx context.Context, d Definition, period string, w *jobs.Work) error {
+	stored, err := j.Scores.Members(ctx, d.ID, period)
+	if err != nil {
+		return err
+	}
+	held, err := j.Cache.Size(ctx, d, period)
+	if err != nil {
+		return err
+	}
+	w.Findings.Checked++
+	if held == stored {
+		return nil
+	}
+	w.Findings.Found("board", fmt.Sprintf("%s#%s: redis holds %d players, the member count says %d", d.ID, period, held, stored), true)
+	return j.rebuildCounting(ctx, d, period, stored, w)
+}
+
+// rebuildCounting rebuilds one board period in one go and rewrites its
+// member count (stored, before) from the scores the rebuild read: one
+// read of them for both.
+func (j *Jobs) rebuildCounting(ctx context.Context, d Definition, period string, stored int64, w *jobs.Work) error {
+	var counted int64
+	err := j.Cache.Rebuild(ctx, d, period, stored, func(fn func([]Score) error) error {
+		return j.Scores.Scan(ctx, d.ID, period, func(scores []Score) error {
+			counted += int64(len(scores))
+			return fn(scores)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if counted != stored {
+		if err := j.Scores.SetMembers(ctx, d.ID, period, counted); err != nil {
+			return err
+		}
+		w.Findings.Found("member_count", fmt.Sprintf("%s#%s: %d members stored, %d scores", d.ID, period, stored, counted), true)
+	}
+	return nil
+}
+
 // recompute counts a board period's scores and rewrites its member count
 // (the board's total) when it differs. A regional board's period also
 // lists again the views its scores are in, and recomputes theirs: the

@@ -204,6 +204,11 @@ const (
 const (
 	// AttrMembers is the member count on a period's meta item.
 	AttrMembers = "members"
+	// AttrImportedPrefix, followed by an import job's id, names the
+	// attribute of a period's meta item that holds the first line of the
+	// job's last chunk counted in AttrMembers (a chunk applied again adds
+	// nothing). The import removes it when it catches up.
+	AttrImportedPrefix = "imported#"
 	// AttrViews is, on a regional board period's meta item, the set of
 	// regions that have a view in it (on a score: AttrRegion, its view).
 	AttrViews = "views"

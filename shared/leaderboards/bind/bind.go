@@ -89,9 +89,9 @@ func Jobs(d *app.Deps) jobs.Tasks {
 
 // Importer loads an import file's score lines.
 func Importer(d *app.Deps) *leaderboards.Importer {
-	defs, scores := Definitions(d), Scores(d)
-	j := &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: Mirror(d, d.Generations(mirror.Scope)), Clock: d.Clock}
-	return &leaderboards.Importer{Defs: defs, Scores: scores, Jobs: j, Clock: d.Clock}
+	defs, scores, m := Definitions(d), Scores(d), Mirror(d, d.Generations(mirror.Scope))
+	j := &leaderboards.Jobs{Defs: defs, Scores: scores, Cache: m, Clock: d.Clock}
+	return &leaderboards.Importer{Defs: defs, Scores: scores, Boards: m, Jobs: j, Clock: d.Clock}
 }
 
 // Archives is the store of closed periods' final standings.

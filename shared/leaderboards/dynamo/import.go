@@ -86,11 +86,13 @@ func (s *Scores) Held(ctx context.Context, refs []leaderboards.ScoreRef, matches
 	return held, nil
 }
 
-// Import implements leaderboards.ScoreImports: the score items and the
-// member counts first, the matches after (see the interface). Each item
-// is the one a submission would write: the same attributes, the version
-// moved by one per change (a new score starts at firstVersion).
-func (s *Scores) Import(ctx context.Context, orders map[string]leaderboards.Order, scores []leaderboards.Imported, members map[leaderboards.BoardPeriod]int64, matches []leaderboards.Recorded) error {
+// Import implements leaderboards.ScoreImports: the member counts first
+// (each once per chunk, see countMembers), the score items next, the
+// matches last (see the interface). Each item is the one a submission
+// would write: the same attributes, the version moved by one per change
+// (a new score starts at firstVersion).
+func (s *Scores) Import(ctx context.Context, chunk leaderboards.ImportChunk, orders map[string]leaderboards.Order, scores []leaderboards.Imported, members map[leaderboards.BoardPeriod]int64, matches []leaderboards.Recorded) ([]leaderboards.Score, error) {
+	written := make([]leaderboards.Score, 0, len(scores))
 	puts := make([]types.WriteRequest, 0, len(scores))
 	for _, im := range scores {
 		sc := im.Score
@@ -99,37 +101,80 @@ func (s *Scores) Import(ctx context.Context, orders map[string]leaderboards.Orde
 			sc.Version = im.Previous.Version + im.Changes
 		}
 		if err := checkRankable(sc.Score, sc.ReachedAt); err != nil {
-			return fmt.Errorf("import score %s/%s/%s: %w", sc.Board, sc.Period, sc.PlayerID, err)
+			return nil, fmt.Errorf("import score %s/%s/%s: %w", sc.Board, sc.Period, sc.PlayerID, err)
 		}
 		av, err := attributevalue.MarshalMap(itemOf(orders[sc.Board], sc))
 		if err != nil {
-			return fmt.Errorf("encode score %s/%s/%s: %w", sc.Board, sc.Period, sc.PlayerID, err)
+			return nil, fmt.Errorf("encode score %s/%s/%s: %w", sc.Board, sc.Period, sc.PlayerID, err)
 		}
 		puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: av}})
+		written = append(written, sc)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ddb.BatchWriteAll(gctx, s.DB, s.Table, puts) })
-	for bp, n := range members {
-		upd := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(n))))
-		g.Go(func() error {
-			_, err := s.DB.UpdateItem(gctx, ddb.UpdateInput(s.Table, s.key(bp.Board, bp.Period, MetaID), upd))
-			return err
-		})
+	if err := s.countMembers(ctx, chunk, members); err != nil {
+		return nil, unavailable(err, "count the members an import adds")
 	}
-	if err := g.Wait(); err != nil {
-		return unavailable(err, "write the scores of an import")
+	if err := ddb.BatchWriteAll(ctx, s.DB, s.Table, puts); err != nil {
+		return nil, unavailable(err, "write the scores of an import")
 	}
 	events := make([]types.WriteRequest, 0, len(matches))
 	for _, r := range matches {
 		applied := r.Applied
 		av, err := attributevalue.MarshalMap(eventOf(r.Board, r.Period, r.Match, &applied, r.RecordedAt))
 		if err != nil {
-			return fmt.Errorf("encode score event %s: %w", r.MatchID, err)
+			return nil, fmt.Errorf("encode score event %s: %w", r.MatchID, err)
 		}
 		events = append(events, types.WriteRequest{PutRequest: &types.PutRequest{Item: av}})
 	}
 	if err := ddb.BatchWriteAll(ctx, s.DB, s.Events, events); err != nil {
-		return unavailable(err, "record the matches of an import")
+		return nil, unavailable(err, "record the matches of an import")
+	}
+	return written, nil
+}
+
+// countMembers adds a chunk's new members to each board period's count,
+// once: the meta item keeps, under the job's mark, the first line of the
+// job's last chunk counted, and a chunk at or before it adds nothing.
+// That chunk's count was taken before any of its scores were written (the
+// scores follow it), from the state every run of the chunk started from;
+// a run applying it again, which finds some of its players in already,
+// must not count again (its own count would be short), nor count a player
+// twice. A job's chunks are applied one after the other, in file order,
+// so the last one counted is the only one a run can find half done.
+func (s *Scores) countMembers(ctx context.Context, chunk leaderboards.ImportChunk, members map[leaderboards.BoardPeriod]int64) error {
+	mark := expression.Name(importMark(chunk.Job))
+	line := expression.Value(chunk.Line)
+	g, gctx := errgroup.WithContext(ctx)
+	for bp, n := range members {
+		if n == 0 {
+			continue
+		}
+		upd := ddb.MustBuild(expression.NewBuilder().
+			WithUpdate(expression.Add(expression.Name(schema.AttrMembers), expression.Value(n)).Set(mark, line)).
+			WithCondition(expression.Or(mark.AttributeNotExists(), mark.LessThan(line))))
+		g.Go(func() error {
+			_, err := s.DB.UpdateItem(gctx, ddb.UpdateInput(s.Table, s.key(bp.Board, bp.Period, MetaID), upd))
+			if ddb.IsConditionFailed(err) {
+				return nil // counted by an earlier run of this chunk
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// ForgetImport implements leaderboards.ScoreImports: the job's mark is
+// removed from the period's meta item (nothing is written where there is
+// none, a board deleted since included).
+func (s *Scores) ForgetImport(ctx context.Context, bp leaderboards.BoardPeriod, job string) error {
+	mark := expression.Name(importMark(job))
+	upd := ddb.MustBuild(expression.NewBuilder().WithUpdate(expression.Remove(mark)).WithCondition(mark.AttributeExists()))
+	_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(bp.Board, bp.Period, MetaID), upd))
+	if err != nil && !ddb.IsConditionFailed(err) {
+		return unavailable(err, fmt.Sprintf("forget import %s on %s/%s", job, bp.Board, bp.Period))
 	}
 	return nil
 }
+
+// importMark is the meta item's attribute an import job marks its counts
+// with.
+func importMark(job string) string { return schema.AttrImportedPrefix + job }
