@@ -2,6 +2,7 @@ package leaderboards
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -40,7 +41,7 @@ const (
 )
 
 // ArchiveHead is what an archived period holds: its members when it
-// closed, its pages and when the close finished.
+// closed, its pages and when it was closed to late matches.
 type ArchiveHead struct {
 	Total    int64
 	Pages    int
@@ -96,6 +97,10 @@ type Closer struct {
 	Cache     CloseCache
 	Documents Documents
 	Clock     clock.Clock
+	// Chunk is how many entries a close reads at a time and writes as
+	// one part of the JSON Lines: ArchiveChunk when 0; a multiple of
+	// ArchivePage.
+	Chunk int
 }
 
 // Tasks registers the close job.
@@ -223,7 +228,8 @@ func (c *Closer) run(ctx context.Context, spec jobs.Spec, cursor string, w *jobs
 // until it reaches the end (done) or ctx ends.
 func (c *Closer) walk(ctx context.Context, b Definition, period string, cur *closeCursor, w *jobs.Work) (bool, error) {
 	for ctx.Err() == nil {
-		chunk, err := c.Scores.After(ctx, b, period, cur.Last, ArchiveChunk)
+		size := cmp.Or(c.Chunk, ArchiveChunk)
+		chunk, err := c.Scores.After(ctx, b, period, cur.Last, size)
 		if err != nil {
 			return false, err
 		}
@@ -237,14 +243,14 @@ func (c *Closer) walk(ctx context.Context, b Definition, period string, cur *clo
 			return false, err
 		}
 		if len(chunk) > 0 {
-			if err := c.writePart(ctx, b.ID, period, first/(ArchiveChunk/ArchivePage), chunk); err != nil {
+			if err := c.writePart(ctx, b.ID, period, first/(size/ArchivePage), chunk); err != nil {
 				return false, err
 			}
 			last := chunk[len(chunk)-1]
 			cur.Last, cur.Count = &last, cur.Count+int64(len(chunk))
 			w.Progress.Done = cur.Count
 		}
-		if len(chunk) < ArchiveChunk {
+		if len(chunk) < size {
 			return true, c.check(ctx, b, period, cur, w)
 		}
 		if err := w.Checkpoint(ctx, cur.encode()); err != nil {
@@ -331,7 +337,7 @@ func (c *Closer) finish(ctx context.Context, d Definition, period string, cur cl
 		if err := c.Cache.ExpireAt(ctx, b, period, leave, c.Clock.Now()); err != nil {
 			return "", false, err
 		}
-		if _, err := c.Archive.PutHead(ctx, b.ID, period, ArchiveHead{Total: members, Pages: pages, ClosedAt: c.Clock.Now()}); err != nil {
+		if _, err := c.Archive.PutHead(ctx, b.ID, period, ArchiveHead{Total: members, Pages: pages, ClosedAt: cur.Marked}); err != nil {
 			return "", false, err
 		}
 		w.Findings.Checked += members
