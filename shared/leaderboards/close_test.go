@@ -122,7 +122,7 @@ func TestAClosedDayReadsFromItsArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.Clock().Set(day.Truncate(24 * time.Hour).AddDate(0, 0, 1).Add(leaderboards.CloseAfter))
+	s.Clock().Set(day.Truncate(24*time.Hour).AddDate(0, 0, 1).Add(leaderboards.CloseAfter))
 	for _, b := range boards {
 		awaitClose(t, s, c, b.ID, period)
 	}
@@ -273,7 +273,7 @@ func TestACloseCutShortAnywhereResumesToTheSameArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Past the day's end, before the schedule would start its close.
-	s.Clock().Set(day.Truncate(24 * time.Hour).AddDate(0, 0, 1).Add(time.Second))
+	s.Clock().Set(day.Truncate(24*time.Hour).AddDate(0, 0, 1).Add(time.Second))
 	spec := jobs.Spec{Kind: jobs.Close, Target: jobs.Leaderboard, ID: b.ID, Period: period}
 	d := s.Deps()
 	// close runs the task to its end, cut short after cut chunks (0:
