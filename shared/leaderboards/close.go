@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
@@ -60,7 +61,7 @@ type Archive interface {
 	// PageOf finds the page that holds score s, if any.
 	PageOf(ctx context.Context, d Definition, period string, s Score) (int, bool, error)
 	// Strike takes a player out of page n, the others keeping their ranks.
-	Strike(ctx context.Context, board, period string, n int, player string) (bool, error)
+	Strike(ctx context.Context, d Definition, period string, n int, player string) (bool, error)
 }
 
 // CloseScores is what a close needs of Scores.
@@ -101,6 +102,8 @@ type Closer struct {
 	// one part of the JSON Lines: ArchiveChunk when 0; a multiple of
 	// ArchivePage.
 	Chunk int
+
+	asked sync.Map // close job IDs the schedule was given by Due
 }
 
 // Tasks registers the close job.
@@ -112,8 +115,16 @@ func (c *Closer) Tasks() jobs.Tasks {
 // asking twice, or an operator asking again, finds it.
 func CloseJobID(board, period string) string { return "close-" + board + "-" + period }
 
-// Due lists the close jobs the schedule should start at now: the
-// previous period of every periodic board, once it ended CloseAfter ago.
+// CloseLookback is how many ended periods of each board the schedule
+// looks at: a schedule that stopped for a while still closes the periods
+// it missed.
+const CloseLookback = 3
+
+// Due lists the close jobs the schedule should start at now: each of the
+// last CloseLookback periods of every periodic board that ended
+// CloseAfter ago or more, and after the board was defined. A job already
+// asked for here is not asked for again by this process; another finds
+// it by its ID.
 func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 	defs, err := c.Defs.List(ctx)
 	if err != nil {
@@ -124,14 +135,19 @@ func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 		if d.Reset == Never {
 			continue
 		}
-		p := d.PreviousPeriod(now.Add(-CloseAfter))
-		if now.Before(d.PeriodEnd(p).Add(CloseAfter)) {
-			continue
+		at := now.Add(-CloseAfter)
+		for range CloseLookback {
+			p := d.PreviousPeriod(at)
+			end := d.PeriodEnd(p)
+			if end.Before(d.CreatedAt) {
+				break
+			}
+			id := CloseJobID(d.ID, p)
+			if _, asked := c.asked.LoadOrStore(id, true); !asked {
+				due = append(due, jobs.Job{ID: id, Spec: jobs.Spec{Kind: jobs.Close, Target: jobs.Leaderboard, ID: d.ID, Period: p}})
+			}
+			at = d.PeriodStart(p)
 		}
-		due = append(due, jobs.Job{
-			ID:   CloseJobID(d.ID, p),
-			Spec: jobs.Spec{Kind: jobs.Close, Target: jobs.Leaderboard, ID: d.ID, Period: p},
-		})
 	}
 	return due, nil
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -186,6 +188,51 @@ func TestAClosedDayReadsFromItsArchive(t *testing.T) {
 			t.Fatalf("%s friends rank: %+v, want %v", b.ID, fr, among)
 		}
 	}
+
+	// A player erased after the close (the one who opens the second
+	// archive page) is struck from the archive: the others keep the ranks
+	// they closed with, and the page is still found from its new first.
+	erased := standings(boards[0], models["sprint"].scores, nil)[100].PlayerID
+	c.Service("DELETE", "/v1/ops/users/"+erased, nil).Expect(t, 202)
+	await.Until(t, time.Minute, "the erasure of "+erased, func() bool {
+		var st struct {
+			Status string `json:"status"`
+		}
+		c.Service("GET", "/v1/ops/users/"+erased+"/erasure", nil).Expect(t, 200).JSON(t, &st)
+		if st.Status != "COMPLETED" {
+			if err := s.WaitIdle(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st.Status == "COMPLETED"
+	})
+	for _, raw := range archiveItems(t, s) {
+		var it map[string]any
+		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(fmt.Sprint(it), erased) {
+			t.Fatalf("the archive still names %s after their erasure: %v", erased, it)
+		}
+	}
+	var top struct {
+		Entries []ranked `json:"entries"`
+	}
+	c.Player("p001", "GET", "/v1/leaderboards/sprint/top?n=3&from_rank=101&period="+period, nil).Expect(t, 200).JSON(t, &top)
+	want := standings(boards[0], models["sprint"].scores, nil)
+	if exp := want[101:104]; !sameRanked(top.Entries, exp) {
+		t.Fatalf("after the erasure, from rank 101: %v, want %v", top.Entries, exp)
+	}
+	var next struct {
+		Rank      int      `json:"rank"`
+		Neighbors []ranked `json:"neighbors"`
+	}
+	c.Player("p001", "GET", fmt.Sprintf("/v1/leaderboards/sprint/players/%s/rank?k=2&period=%s", want[101].PlayerID, period), nil).Expect(t, 200).JSON(t, &next)
+	if exp := []ranked{want[98], want[99], want[101], want[102], want[103]}; next.Rank != want[101].Rank || !sameRanked(next.Neighbors, exp) {
+		t.Fatalf("after the erasure, the page's new first: %+v, want rank %d neighbours %v", next, want[101].Rank, exp)
+	}
+	c.Player(erased, "GET", "/v1/leaderboards/sprint/players/"+erased+"/rank?period="+period, nil).Expect(t, 404)
+	before = archiveItems(t, s)
 
 	// Asked for again, by an operator: done, and nothing written.
 	var j struct {

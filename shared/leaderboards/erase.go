@@ -30,8 +30,18 @@ type Eraser struct {
 		// HistogramMarks is how many histogram markers still name the
 		// player.
 		HistogramMarks(ctx context.Context, player string) (int, error)
+		// PlayerScores returns every score the player has on boards.
+		PlayerScores(ctx context.Context, player string, boards []string) ([]Score, error)
 	}
 	Sync Sync
+	// Archive holds closed periods' final standings, which the player
+	// is struck from before their scores go (a score names the page that
+	// holds them); nil when none are kept.
+	Archive interface {
+		Head(ctx context.Context, board, period string) (ArchiveHead, bool, error)
+		PageOf(ctx context.Context, d Definition, period string, s Score) (int, bool, error)
+		Strike(ctx context.Context, d Definition, period string, n int, player string) (bool, error)
+	}
 	// Wait bounds how long one run waits for the leaderboard processor
 	// (default 10s); past it the erasure resumes on the next run.
 	Wait time.Duration
@@ -53,6 +63,9 @@ func (e *Eraser) Erase(ctx context.Context, player string) (done bool, err error
 		byID[d.ID] = d
 		ids = append(ids, d.ID)
 	}
+	if err := e.strike(ctx, byID, player, ids); err != nil {
+		return false, err
+	}
 	periods, err := e.Scores.ErasePlayer(ctx, player, ids)
 	if err != nil {
 		return false, err
@@ -69,6 +82,41 @@ func (e *Eraser) Erase(ctx context.Context, player string) (done bool, err error
 		}
 	}
 	return e.counted(ctx, player)
+}
+
+// strike takes the player out of every archived period that holds them.
+// It runs before their scores are deleted, and again on a resumed
+// erasure, where it finds nothing left to strike.
+func (e *Eraser) strike(ctx context.Context, byID map[string]Definition, player string, boards []string) error {
+	if e.Archive == nil {
+		return nil
+	}
+	scores, err := e.Scores.PlayerScores(ctx, player, boards)
+	if err != nil {
+		return err
+	}
+	for _, sc := range scores {
+		d, ok := resolve(byID, sc.Board)
+		if !ok || d.Reset == Never {
+			continue
+		}
+		if _, archived, err := e.Archive.Head(ctx, sc.Board, sc.Period); err != nil || !archived {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		page, found, err := e.Archive.PageOf(ctx, d, sc.Period, sc)
+		if err != nil {
+			return err
+		}
+		if found {
+			if _, err := e.Archive.Strike(ctx, d, sc.Period, page, player); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // counted waits, up to Wait, for no histogram marker to name the player.

@@ -232,9 +232,8 @@ var (
 	boardDefinition = On(schema.Leaderboards, GetItem)
 	// byScore reads a board in rank order (the Redis-less reads).
 	byScore = OnIndex(schema.Scores, schema.IndexScoresByScore, Query)
-	// archived reads a closed period's archive: its head, pages, and the
-	// page that holds a score.
-	archived = On(schema.Archives, GetItem|Query)
+	// archived reads a closed period's archive: its head and pages.
+	archived = On(schema.Archives, GetItem)
 )
 
 // Favorites and likes.
@@ -368,7 +367,9 @@ var (
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/rank", Function: "player-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "A player's rank, percentile and neighbours",
 		// Without Redis, a big board's rank comes from its score histogram (Counters).
-		Uses: Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, On(schema.Counters, GetItem|Query), archived}, Redis: true},
+		// An archived period's rank: the page that holds the score, found
+		// by a query.
+		Uses: Uses{Calls: []Call{boardDefinition, On(schema.Scores, GetItem|BatchGetItem), byScore, On(schema.Counters, GetItem|Query), On(schema.Archives, GetItem|Query)}, Redis: true},
 	}
 	FriendsRank = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}/players/{player_id}/friends-rank", Function: "friends-rank", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -571,6 +572,8 @@ var ErasureProcessor = Processor{
 			On(schema.Idempotency, BatchWriteItem), OnIndex(schema.Idempotency, schema.IndexIdempotencyByOwner, Query),
 			On(schema.Leaderboards, Scan),
 			On(schema.Scores, GetItem|UpdateItem|DeleteItem), OnIndex(schema.Scores, schema.IndexScoresByPlayer, Query),
+			// A closed period's archive: the page that holds the user, struck.
+			On(schema.Archives, GetItem|Query|PutItem|UpdateItem|DeleteItem),
 			On(schema.ScoreEvents, Query|BatchWriteItem),
 			On(schema.Players, GetItem|Scan|UpdateItem|BatchWriteItem),
 			On(schema.Streaks, GetItem|BatchWriteItem), On(schema.Activity, Query|BatchWriteItem),

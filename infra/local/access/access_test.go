@@ -176,6 +176,9 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 		Body: map[string]any{"user_id": "ann", "event_type": "MATCH_WON", "source": "console"}}).Expect(t, 200)
 	c.Player("dee", "DELETE", "/v1/favorites/space-race", nil).Expect(t, 200)
 	c.Player("dee", "DELETE", "/v1/posts/p1/like", nil).Expect(t, 200)
+	// cyd tops the day (her erasure, after the day's close, strikes the
+	// entry that opens its archive's first page).
+	c.Service("POST", "/v1/leaderboards/daily/scores", map[string]any{"player_id": "cyd", "match_id": "d-cyd-2", "score": 2}).Expect(t, 200)
 	// A lower score leaves ann's best as it is (checked, not written); bob
 	// moves to eu, and his next better score moves him between the
 	// region's views.
@@ -257,7 +260,23 @@ func TestEveryFunctionIsGrantedExactlyWhatItUses(t *testing.T) {
 	idle()
 
 	// A day passes without ann: her streak breaks and leaves the boards.
+	day1 := s.Clock().Now().Format(time.DateOnly) // 11:00 in Berlin
 	s.Clock().Advance(48 * time.Hour)
+	// The schedule closes the daily board's first day; reads of it come
+	// from its archive.
+	await.Until(t, time.Minute, "the close of the first day", func() bool {
+		var j struct {
+			State string `json:"state"`
+		}
+		r := c.Service("GET", "/v1/ops/jobs/"+leaderboards.CloseJobID("daily", day1), nil)
+		if r.Status == 200 {
+			r.JSON(t, &j)
+		}
+		return j.State == "DONE"
+	})
+	for _, path := range []string{"top?n=3", "players/ann/rank?k=1", "players/ann/friends-rank?k=1"} {
+		c.Player("ann", "GET", "/v1/leaderboards/daily/"+path+"&period="+day1, nil).Expect(t, 200)
+	}
 	c.Do(apitest.Call{Method: "POST", Path: "/v1/activity", As: "bob", Header: map[string]string{"Idempotency-Key": "open-bob-2"},
 		Body: map[string]any{"event_type": "LEVEL_COMPLETED", "source": "console"}}).Expect(t, 200)
 	await.Until(t, time.Minute, "ann's broken streak off the board", func() bool {

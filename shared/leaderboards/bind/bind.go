@@ -68,7 +68,7 @@ func Scores(d *app.Deps) *dynamo.Scores {
 // Eraser erases a player's scores and submissions.
 func Eraser(d *app.Deps) *leaderboards.Eraser {
 	return &leaderboards.Eraser{
-		Definitions: Definitions(d), Scores: Scores(d),
+		Definitions: Definitions(d), Scores: Scores(d), Archive: Archives(d),
 		Sync: Mirror(d, d.Generations(mirror.Scope)),
 	}
 }

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -168,32 +169,58 @@ func (a *Archives) PageOf(ctx context.Context, d leaderboards.Definition, period
 	return it.Page, true, nil
 }
 
-// Strike takes a player out of page n of an archived period (an erasure
-// after the close): the others keep the ranks they closed with. It says
-// whether the player was there.
-func (a *Archives) Strike(ctx context.Context, board, period string, n int, player string) (bool, error) {
-	entries, err := a.Page(ctx, board, period, n)
-	if err != nil {
-		return false, err
-	}
-	for i, e := range entries {
-		if e.PlayerID != player {
-			continue
+// Strike takes a player out of page n of d's archived period (an erasure
+// after the close): the others keep the ranks they closed with. When the
+// player opened the page, its pointer is keyed again by the entry that
+// opens it now, so no key names them. It says whether the player was
+// there.
+func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period string, n int, player string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		entries, err := a.Page(ctx, d.ID, period, n)
+		if err != nil {
+			return false, err
 		}
-		// The entry is removed by its index, guarded by the player id
-		// still being there (a concurrent strike of a neighbour).
+		i := slices.IndexFunc(entries, func(e leaderboards.Entry) bool { return e.PlayerID == player })
+		if i < 0 {
+			return false, nil
+		}
+		// The entry is removed by its index, guarded by the player still
+		// being there (a neighbour struck meanwhile moves it).
 		at := fmt.Sprintf("%s[%d]", schema.AttrEntries, i)
 		upd := ddb.MustBuild(expression.NewBuilder().
 			WithUpdate(expression.Remove(expression.Name(at))).
 			WithCondition(expression.Name(at + ".p").Equal(expression.Value(player))))
-		_, err := a.DB.UpdateItem(ctx, ddb.UpdateInput(a.Table, a.key(board, period, pageSK(n)), upd))
-		if ddb.IsConditionFailed(err) {
-			return a.Strike(ctx, board, period, n, player)
+		_, err = a.DB.UpdateItem(ctx, ddb.UpdateInput(a.Table, a.key(d.ID, period, pageSK(n)), upd))
+		if ddb.IsConditionFailed(err) && attempt < 10 {
+			continue
 		}
 		if err != nil {
-			return false, archiveUnavailable(err, fmt.Sprintf("strike %s/%s/%d", board, period, n))
+			return false, archiveUnavailable(err, fmt.Sprintf("strike %s/%s/%d", d.ID, period, n))
+		}
+		if i == 0 {
+			return true, a.repoint(ctx, d, period, n, entries)
 		}
 		return true, nil
 	}
-	return false, nil
+}
+
+// repoint keys page n's pointer by the entry that opens the page once its
+// first entry (entries[0]) is struck.
+func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, period string, n int, entries []leaderboards.Entry) error {
+	pointer := func(e leaderboards.Entry) string {
+		return schema.ArchiveKeyPrefix + RankKey(d.Order, e.Score, e.ReachedAt, e.PlayerID)
+	}
+	if len(entries) > 1 {
+		av, err := attributevalue.MarshalMap(pointerItem{PK: PeriodKey(d.ID, period), SK: pointer(entries[1]), Page: n})
+		if err != nil {
+			return err
+		}
+		if _, err := a.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(a.Table), Item: av}); err != nil {
+			return archiveUnavailable(err, fmt.Sprintf("repoint %s/%s/%d", d.ID, period, n))
+		}
+	}
+	if _, err := a.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(a.Table), Key: a.key(d.ID, period, pointer(entries[0]))}); err != nil {
+		return archiveUnavailable(err, fmt.Sprintf("repoint %s/%s/%d", d.ID, period, n))
+	}
+	return nil
 }

@@ -347,3 +347,24 @@ func (s *Scores) HistogramMarks(ctx context.Context, player string) (int, error)
 	}
 	return n, nil
 }
+
+// PlayerScores returns every score the player has on boards (their views
+// included), hidden ones too: an erasure finds in it where a closed
+// period's archive holds them.
+func (s *Scores) PlayerScores(ctx context.Context, player string, boards []string) ([]leaderboards.Score, error) {
+	periods, err := s.scorePeriods(ctx, player, boards, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	var out []leaderboards.Score
+	for _, bp := range periods {
+		it, err := s.item(ctx, bp.Board, bp.Period, player)
+		if err != nil {
+			return nil, err
+		}
+		if it != nil {
+			out = append(out, it.score())
+		}
+	}
+	return out, nil
+}
