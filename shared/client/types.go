@@ -353,6 +353,11 @@ const (
 	// JobImport loads a JSON Lines file (JobRequest.Source) as if each
 	// line had been submitted through the API (docs/IMPORT.md).
 	JobImport JobKind = "import"
+	// JobClose archives one ended period of a periodic leaderboard
+	// (TargetLeaderboard, LeaderboardID and Period); the schedule starts
+	// one for every period, and asking again for a closed one changes
+	// nothing.
+	JobClose JobKind = "close"
 )
 
 // JobTarget is the derived state a job works on.
