@@ -106,5 +106,5 @@ check-java:
 help:
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about an hour on 2 cores, most of it the size section at 100k players; ARGS="-only name,..." for some sections)
+bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 45 minutes on 2 cores, 30 of them the size section at 100k players; ARGS="-only name,..." for some sections)
 	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)
