@@ -176,18 +176,22 @@ func TestPartitionedBoardUnderConcurrentLoad(t *testing.T) {
 						defer wg.Done()
 						wr := rand.New(rand.NewPCG(uint64(round*100+w), 9))
 						mine := ids[200+w:]
-						version := map[string]int64{}
+						last := map[string]Item{} // the newest record written per ID
 						for n := 0; n < members/40; n += 50 {
 							batch := make([]Item, 50)
 							for i := range batch {
 								id := mine[wr.IntN(len(mine)/writers)*writers]
-								v := m.items[id].Version + version[id] + 1
-								if wr.IntN(10) > 0 {
-									version[id]++
-								} else {
-									v-- // a repeat or a stale record
+								prev, ok := last[id]
+								if !ok {
+									prev = m.items[id]
 								}
-								batch[i] = Item{ID: id, Score: wr.Int64N(int64(members / 4)), ReachedAt: t0, Version: v, Removed: wr.IntN(15) == 0}
+								if wr.IntN(10) == 0 {
+									// A repeat: one version is one content.
+									batch[i] = prev
+									continue
+								}
+								batch[i] = Item{ID: id, Score: wr.Int64N(int64(members / 4)), ReachedAt: t0, Version: prev.Version + 1, Removed: wr.IntN(15) == 0}
+								last[id] = batch[i]
 							}
 							if _, err := e.UpsertMany(ctx, b, batch); err != nil {
 								t.Errorf("writer %d: %v", w, err)

@@ -89,6 +89,8 @@ type Item struct {
 	// stored the same way) sorts before every other time.
 	ReachedAt time.Time
 	// Version orders the writes of one ID; only a newer version applies.
+	// One version is one content: a repeat of a version (a redelivery, a
+	// retry) carries what it carried the first time.
 	Version int64
 	// Removed takes the ID off the board at Version, leaving a tombstone.
 	Removed bool
