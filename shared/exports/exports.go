@@ -160,6 +160,8 @@ func chunkKeys(e Export, n int) []string {
 type Documents interface {
 	// Put writes the object at key.
 	Put(ctx context.Context, key string, data []byte) error
+	// Get reads the object at key whole.
+	Get(ctx context.Context, key string) ([]byte, error)
 	// Join writes the object at key as the objects at parts, in order.
 	Join(ctx context.Context, key string, parts []string) error
 	// Delete deletes the objects at keys; a missing one is no error.

@@ -54,7 +54,7 @@ func newBoardsRig(t *testing.T, players int) *boardsRig {
 	dl := &deadletters.Eraser{Archive: st.archive, Invoker: st, Compensates: func(fn string) bool { return fn == st.function }}
 	// The stream is delivered between erasure runs, never during one: a
 	// run waiting on the processor's markers resumes on the next run.
-	scores := lbbind.Eraser(d)
+	scores := lbbind.Eraser(d, nil)
 	scores.Wait = time.Millisecond
 	b := &boardsRig{
 		rig: r, stream: st, erasures: newErasures(r, dl, scores, dl),

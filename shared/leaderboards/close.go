@@ -1,9 +1,7 @@
 package leaderboards
 
 import (
-	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,9 +42,16 @@ const (
 // ArchiveHead is what an archived period holds: its members when it
 // closed, its pages and when it was closed to late matches.
 type ArchiveHead struct {
-	Total    int64
-	Pages    int
-	ClosedAt time.Time
+	Total int64
+	Pages int
+	// PartPages is how many pages each part of the JSON Lines holds.
+	PartPages int
+	ClosedAt  time.Time
+}
+
+// Part is the number of the JSON Lines part that holds page n.
+func (h ArchiveHead) Part(n int) int {
+	return n / cmp.Or(h.PartPages, ArchiveChunk/ArchivePage)
 }
 
 // Archive stores the final standings of closed board periods.
@@ -60,8 +65,9 @@ type Archive interface {
 	Page(ctx context.Context, board, period string, n int) ([]Entry, error)
 	// PageOf finds the page that holds score s, if any.
 	PageOf(ctx context.Context, d Definition, period string, s Score) (int, bool, error)
-	// Strike takes a player out of page n, the others keeping their ranks.
-	Strike(ctx context.Context, d Definition, period string, n int, player string) (bool, error)
+	// Strike takes the player of score s out of page n, the others
+	// keeping their ranks.
+	Strike(ctx context.Context, d Definition, period string, n int, s Score) (bool, error)
 }
 
 // CloseScores is what a close needs of Scores.
@@ -309,29 +315,18 @@ func rankFrom(t TieBreak, last *Entry, count int64, chunk []Entry) {
 	}
 }
 
-// archiveLine is one line of an archive's JSON Lines.
-type archiveLine struct {
-	Rank      int    `json:"rank"`
-	PlayerID  string `json:"player_id"`
-	Score     int64  `json:"score"`
-	ReachedAt string `json:"reached_at"`
-}
-
 // writePart writes a chunk of the final order as part n of the board
 // period's gzip JSON Lines (written again, the same bytes).
 func (c *Closer) writePart(ctx context.Context, board, period string, n int, chunk []Entry) error {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	enc := json.NewEncoder(zw)
-	for _, e := range chunk {
-		if err := enc.Encode(archiveLine{e.Rank, e.PlayerID, e.Score, e.ReachedAt.UTC().Format(time.RFC3339Nano)}); err != nil {
-			return err
-		}
+	lines := make([]archiveLine, len(chunk))
+	for i, e := range chunk {
+		lines[i] = archiveLine{e.Rank, e.PlayerID, e.Score, e.ReachedAt.UTC().Format(time.RFC3339Nano)}
 	}
-	if err := zw.Close(); err != nil {
+	data, err := encodePart(lines)
+	if err != nil {
 		return err
 	}
-	return c.Documents.Put(ctx, fmt.Sprintf("%spart-%06d.jsonl.gz", ArchivePrefix(board, period), n), buf.Bytes())
+	return c.Documents.Put(ctx, PartKey(board, period, n), data)
 }
 
 // finish writes every archived board's head (the views' before the
@@ -353,7 +348,8 @@ func (c *Closer) finish(ctx context.Context, d Definition, period string, cur cl
 		if err := c.Cache.ExpireAt(ctx, b, period, leave, c.Clock.Now()); err != nil {
 			return "", false, err
 		}
-		if _, err := c.Archive.PutHead(ctx, b.ID, period, ArchiveHead{Total: members, Pages: pages, ClosedAt: cur.Marked}); err != nil {
+		h := ArchiveHead{Total: members, Pages: pages, PartPages: cmp.Or(c.Chunk, ArchiveChunk) / ArchivePage, ClosedAt: cur.Marked}
+		if _, err := c.Archive.PutHead(ctx, b.ID, period, h); err != nil {
 			return "", false, err
 		}
 		w.Findings.Checked += members

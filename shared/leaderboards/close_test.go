@@ -1,10 +1,16 @@
 package leaderboards_test
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +138,12 @@ func TestAClosedDayReadsFromItsArchive(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("the close wrote no archive")
 	}
+	// The JSON Lines an analyst reads hold the same final order.
+	for _, b := range boards {
+		if got, want := archiveLines(t, s, b.ID, period), standings(b, models[b.ID].scores, nil); !sameRanked(got, want) {
+			t.Fatalf("%s: the JSON Lines hold %d lines %v, want %d %v", b.ID, len(got), got, len(want), want)
+		}
+	}
 	// A match of the closed day arrives late: refused, nothing written.
 	late := c.Service("POST", "/v1/leaderboards/sprint/scores", map[string]any{
 		"player_id": "p001", "match_id": "late", "score": 1000, "occurred_at": day.Add(time.Hour).Format(time.RFC3339),
@@ -215,11 +227,14 @@ func TestAClosedDayReadsFromItsArchive(t *testing.T) {
 			t.Fatalf("the archive still names %s after their erasure: %v", erased, it)
 		}
 	}
+	want := standings(boards[0], models["sprint"].scores, nil)
+	if got, exp := archiveLines(t, s, "sprint", period), append(want[:100:100], want[101:]...); !sameRanked(got, exp) {
+		t.Fatalf("after the erasure the JSON Lines hold %d lines, want the %d others with their ranks", len(got), len(exp))
+	}
 	var top struct {
 		Entries []ranked `json:"entries"`
 	}
 	c.Player("p001", "GET", "/v1/leaderboards/sprint/top?n=3&from_rank=101&period="+period, nil).Expect(t, 200).JSON(t, &top)
-	want := standings(boards[0], models["sprint"].scores, nil)
 	if exp := want[101:104]; !sameRanked(top.Entries, exp) {
 		t.Fatalf("after the erasure, from rank 101: %v, want %v", top.Entries, exp)
 	}
@@ -274,6 +289,41 @@ func archiveItems(t *testing.T, s *stack.Stack) map[string]map[string]types.Attr
 		for _, it := range page.Items {
 			out[it[schema.AttrPK].(*types.AttributeValueMemberS).Value+"|"+it[schema.AttrSK].(*types.AttributeValueMemberS).Value] = it
 		}
+	}
+	return out
+}
+
+// archiveLines reads every part of a board period's gzip JSON Lines, in
+// order, from the local stack's documents directory.
+func archiveLines(t *testing.T, s *stack.Stack, board, period string) []ranked {
+	t.Helper()
+	dir := filepath.Join(s.Deps().Config.ExportsDir, filepath.FromSlash(leaderboards.ArchivePrefix(board, period)))
+	parts, err := filepath.Glob(filepath.Join(dir, "part-*.jsonl.gz"))
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("no JSON Lines parts in %s: %v", dir, err)
+	}
+	sort.Strings(parts)
+	var out []ranked
+	for _, name := range parts {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		dec := json.NewDecoder(zr)
+		for {
+			var l ranked
+			if err := dec.Decode(&l); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			out = append(out, l)
+		}
+		f.Close()
 	}
 	return out
 }

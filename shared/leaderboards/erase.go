@@ -40,8 +40,11 @@ type Eraser struct {
 	Archive interface {
 		Head(ctx context.Context, board, period string) (ArchiveHead, bool, error)
 		PageOf(ctx context.Context, d Definition, period string, s Score) (int, bool, error)
-		Strike(ctx context.Context, d Definition, period string, n int, player string) (bool, error)
+		Strike(ctx context.Context, d Definition, period string, n int, s Score) (bool, error)
 	}
+	// Documents holds the archive's JSON Lines, whose part that names
+	// the player is rewritten without them; nil when none are kept.
+	Documents ArchiveDocuments
 	// Wait bounds how long one run waits for the leaderboard processor
 	// (default 10s); past it the erasure resumes on the next run.
 	Wait time.Duration
@@ -100,7 +103,8 @@ func (e *Eraser) strike(ctx context.Context, byID map[string]Definition, player 
 		if !ok || d.Reset == Never {
 			continue
 		}
-		if _, archived, err := e.Archive.Head(ctx, sc.Board, sc.Period); err != nil || !archived {
+		head, archived, err := e.Archive.Head(ctx, sc.Board, sc.Period)
+		if err != nil || !archived {
 			if err != nil {
 				return err
 			}
@@ -110,10 +114,18 @@ func (e *Eraser) strike(ctx context.Context, byID map[string]Definition, player 
 		if err != nil {
 			return err
 		}
-		if found {
-			if _, err := e.Archive.Strike(ctx, d, sc.Period, page, player); err != nil {
+		if !found {
+			continue
+		}
+		// The part first: the page struck, a resumed erasure still finds
+		// the page by the score and rewrites the part.
+		if e.Documents != nil {
+			if err := strikePart(ctx, e.Documents, PartKey(sc.Board, sc.Period, head.Part(page)), player); err != nil {
 				return err
 			}
+		}
+		if _, err := e.Archive.Strike(ctx, d, sc.Period, page, sc); err != nil {
+			return err
 		}
 	}
 	return nil

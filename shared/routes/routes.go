@@ -98,6 +98,9 @@ const (
 	// WriteArchive writes the closed leaderboard periods' JSON Lines, in
 	// the same bucket under their own prefix (ArchivePrefix).
 	WriteArchive
+	// StrikeArchive reads a part of those JSON Lines and writes it again
+	// without an erased player.
+	StrikeArchive
 )
 
 // ArchivePrefix is where closed leaderboard periods are archived in the
@@ -106,10 +109,14 @@ const ArchivePrefix = "archive/"
 
 // Archive lists d's S3 actions on the archive's objects.
 func (d Documents) Archive() []string {
-	if d&WriteArchive != 0 {
-		return []string{"s3:PutObject"}
+	var out []string
+	if d&StrikeArchive != 0 {
+		out = append(out, "s3:GetObject")
 	}
-	return nil
+	if d&(WriteArchive|StrikeArchive) != 0 {
+		out = append(out, "s3:PutObject")
+	}
+	return out
 }
 
 // S3 lists d's S3 actions on the documents' objects, and whether d lists
@@ -589,7 +596,9 @@ var ErasureProcessor = Processor{
 		Redis:      true,
 		Processors: true,
 		Invokes:    true,
-		Documents:  EraseDocuments,
+		// It deletes a user's export documents and strikes them from the
+		// closed periods' JSON Lines.
+		Documents: EraseDocuments | StrikeArchive,
 		// It waits on the counter processor under the user's erasure hash.
 		Secrets: []Secret{ErasureKey},
 	},

@@ -64,7 +64,7 @@ func ErasureJob(d *app.Deps) *privacy.Job {
 		Parts: []privacy.Part{
 			deadlettersbind.Eraser(d),
 			reactionsbind.Eraser(d, awaits),
-			leaderboardsbind.Eraser(d),
+			leaderboardsbind.Eraser(d, exportsbind.Documents(d)),
 			streaksbind.Eraser(d),
 			&idempotency.Eraser{Store: d.Idempotency()},
 			&ratelimit.Eraser{Limiter: d.Limiter(), Budgets: playerBudgets()},

@@ -61,6 +61,7 @@ var errUnconfigured = errors.New("exports: no place for export documents (RALLY_
 type unconfigured struct{}
 
 func (unconfigured) Put(context.Context, string, []byte) error    { return errUnconfigured }
+func (unconfigured) Get(context.Context, string) ([]byte, error)  { return nil, errUnconfigured }
 func (unconfigured) Join(context.Context, string, []string) error { return errUnconfigured }
 func (unconfigured) Delete(context.Context, ...string) error      { return nil }
 func (unconfigured) DeletePrefix(context.Context, string) error   { return nil }

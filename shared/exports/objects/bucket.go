@@ -58,6 +58,15 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// Get reads the object at key whole.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := b.read(ctx, key, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 func (b *Bucket) read(ctx context.Context, key string, into *bytes.Buffer) error {
 	out, err := b.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.Name), Key: aws.String(key)})
 	if err != nil {

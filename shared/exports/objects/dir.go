@@ -81,6 +81,19 @@ func (d *Dir) Put(_ context.Context, key string, data []byte) error {
 	return write(name, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
+// Get reads the object at key whole.
+func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
+	name, err := d.file(key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("objects: get %s: %w", key, err)
+	}
+	return data, nil
+}
+
 // Join implements exports.Documents.
 func (d *Dir) Join(_ context.Context, key string, parts []string) error {
 	name, err := d.file(key)

@@ -65,10 +65,11 @@ func Scores(d *app.Deps) *dynamo.Scores {
 	}
 }
 
-// Eraser erases a player's scores and submissions.
-func Eraser(d *app.Deps) *leaderboards.Eraser {
+// Eraser erases a player's scores and submissions, and strikes them from
+// closed periods' archives (the JSON Lines in docs among them).
+func Eraser(d *app.Deps, docs leaderboards.ArchiveDocuments) *leaderboards.Eraser {
 	return &leaderboards.Eraser{
-		Definitions: Definitions(d), Scores: Scores(d), Archive: Archives(d),
+		Definitions: Definitions(d), Scores: Scores(d), Archive: Archives(d), Documents: docs,
 		Sync: Mirror(d, d.Generations(mirror.Scope)),
 	}
 }

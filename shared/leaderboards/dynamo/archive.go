@@ -47,11 +47,13 @@ type pointerItem struct {
 }
 
 type headItem struct {
-	PK       string `dynamodbav:"pk"`
-	SK       string `dynamodbav:"sk"`
-	Total    int64  `dynamodbav:"total"`
-	Pages    int    `dynamodbav:"pages"`
-	ClosedAt string `dynamodbav:"closed_at"`
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
+	Total int64  `dynamodbav:"total"`
+	Pages int    `dynamodbav:"pages"`
+	// PartPages is absent from heads written before parts were told.
+	PartPages int    `dynamodbav:"part_pages,omitempty"`
+	ClosedAt  string `dynamodbav:"closed_at"`
 }
 
 func pageSK(n int) string { return fmt.Sprintf("%s%09d", schema.ArchivePagePrefix, n) }
@@ -78,7 +80,7 @@ func (a *Archives) Head(ctx context.Context, board, period string) (leaderboards
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return leaderboards.ArchiveHead{}, false, fmt.Errorf("decode archive head %s/%s: %w", board, period, err)
 	}
-	return leaderboards.ArchiveHead{Total: it.Total, Pages: it.Pages, ClosedAt: ddb.ParseTime(it.ClosedAt)}, true, nil
+	return leaderboards.ArchiveHead{Total: it.Total, Pages: it.Pages, PartPages: it.PartPages, ClosedAt: ddb.ParseTime(it.ClosedAt)}, true, nil
 }
 
 // PutPages writes pages of the final order, the first numbered first,
@@ -114,7 +116,7 @@ func (a *Archives) PutPages(ctx context.Context, d leaderboards.Definition, peri
 // PutHead writes the head once: a close repeated after it finished
 // writes nothing (created is false).
 func (a *Archives) PutHead(ctx context.Context, board, period string, h leaderboards.ArchiveHead) (created bool, err error) {
-	av, err := attributevalue.MarshalMap(headItem{PK: PeriodKey(board, period), SK: schema.ArchiveHeadSK, Total: h.Total, Pages: h.Pages, ClosedAt: ddb.FormatTime(h.ClosedAt)})
+	av, err := attributevalue.MarshalMap(headItem{PK: PeriodKey(board, period), SK: schema.ArchiveHeadSK, Total: h.Total, Pages: h.Pages, PartPages: h.PartPages, ClosedAt: ddb.FormatTime(h.ClosedAt)})
 	if err != nil {
 		return false, fmt.Errorf("encode archive head %s/%s: %w", board, period, err)
 	}
@@ -169,12 +171,14 @@ func (a *Archives) PageOf(ctx context.Context, d leaderboards.Definition, period
 	return it.Page, true, nil
 }
 
-// Strike takes a player out of page n of d's archived period (an erasure
-// after the close): the others keep the ranks they closed with. When the
-// player opened the page, its pointer is keyed again by the entry that
-// opens it now, so no key names them. It says whether the player was
-// there.
-func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period string, n int, player string) (bool, error) {
+// Strike takes the player of score s out of page n of d's archived
+// period (an erasure after the close): the others keep the ranks they
+// closed with. When the player opened the page, its pointer is keyed
+// again by the entry that opens it now, so no key names them; a strike
+// cut short between the two is finished by the next. It says whether the
+// player was there.
+func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period string, n int, s leaderboards.Score) (bool, error) {
+	player := s.PlayerID
 	for attempt := 0; ; attempt++ {
 		entries, err := a.Page(ctx, d.ID, period, n)
 		if err != nil {
@@ -182,7 +186,8 @@ func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period
 		}
 		i := slices.IndexFunc(entries, func(e leaderboards.Entry) bool { return e.PlayerID == player })
 		if i < 0 {
-			return false, nil
+			// Struck before: the pointer may still carry their key.
+			return false, a.repoint(ctx, d, period, n, s, entries)
 		}
 		// The entry is removed by its index, guarded by the player still
 		// being there (a neighbour struck meanwhile moves it).
@@ -198,20 +203,27 @@ func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period
 			return false, archiveUnavailable(err, fmt.Sprintf("strike %s/%s/%d", d.ID, period, n))
 		}
 		if i == 0 {
-			return true, a.repoint(ctx, d, period, n, entries)
+			return true, a.repoint(ctx, d, period, n, s, entries[1:])
 		}
 		return true, nil
 	}
 }
 
-// repoint keys page n's pointer by the entry that opens the page once its
-// first entry (entries[0]) is struck.
-func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, period string, n int, entries []leaderboards.Entry) error {
-	pointer := func(e leaderboards.Entry) string {
-		return schema.ArchiveKeyPrefix + RankKey(d.Order, e.Score, e.ReachedAt, e.PlayerID)
+// repoint keys page n's pointer by the entry that opens the page now
+// (rest[0]) when it is keyed by the struck score s: a pointer put for the
+// new opener, then the struck one deleted.
+func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, period string, n int, s leaderboards.Score, rest []leaderboards.Entry) error {
+	struck := schema.ArchiveKeyPrefix + RankKey(d.Order, s.Score, s.ReachedAt, s.PlayerID)
+	out, err := a.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.Table), Key: a.key(d.ID, period, struck)})
+	if err != nil {
+		return archiveUnavailable(err, fmt.Sprintf("repoint %s/%s/%d", d.ID, period, n))
 	}
-	if len(entries) > 1 {
-		av, err := attributevalue.MarshalMap(pointerItem{PK: PeriodKey(d.ID, period), SK: pointer(entries[1]), Page: n})
+	if len(out.Item) == 0 {
+		return nil
+	}
+	if len(rest) > 0 {
+		e := rest[0]
+		av, err := attributevalue.MarshalMap(pointerItem{PK: PeriodKey(d.ID, period), SK: schema.ArchiveKeyPrefix + RankKey(d.Order, e.Score, e.ReachedAt, e.PlayerID), Page: n})
 		if err != nil {
 			return err
 		}
@@ -219,7 +231,7 @@ func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, perio
 			return archiveUnavailable(err, fmt.Sprintf("repoint %s/%s/%d", d.ID, period, n))
 		}
 	}
-	if _, err := a.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(a.Table), Key: a.key(d.ID, period, pointer(entries[0]))}); err != nil {
+	if _, err := a.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(a.Table), Key: a.key(d.ID, period, struck)}); err != nil {
 		return archiveUnavailable(err, fmt.Sprintf("repoint %s/%s/%d", d.ID, period, n))
 	}
 	return nil
