@@ -75,6 +75,26 @@ func magnitudeBucket(v uint64) int {
 	return shift<<BucketBits + int(v>>shift)
 }
 
+// BucketScores is the run of scores bucket b holds, lo..hi.
+func BucketScores(b int) (lo, hi int64) {
+	if b < 0 {
+		mlo, mhi := magnitudeScores(-b)
+		return -mhi, -mlo
+	}
+	return magnitudeScores(b)
+}
+
+func magnitudeScores(b int) (lo, hi int64) {
+	if b < exactMagnitudes {
+		return int64(b), int64(b)
+	}
+	// b is shift<<BucketBits + the magnitude's top BucketBits+1 bits,
+	// whose leading one carries into b's bits above BucketBits.
+	shift := b>>BucketBits - 1
+	top := int64(b - shift<<BucketBits)
+	return top << shift, (top+1)<<shift - 1
+}
+
 // group and slot place a bucket in the histogram's items (arithmetic
 // shifts floor, so negative buckets group too).
 func group(b int) int { return b >> BucketBits }
@@ -124,6 +144,29 @@ func (h Histogram) Place(o leaderboards.Order, score int64) (better, own int64) 
 		}
 	}
 	return better, h.Counts[b]
+}
+
+// Seek finds the bucket that holds rank on a board of order o, and how
+// many players rank ahead of it in better buckets; found is false past
+// the histogram's last.
+func (h Histogram) Seek(o leaderboards.Order, rank int64) (bucket int, before int64, found bool) {
+	buckets := make([]int, 0, len(h.Counts))
+	for b, n := range h.Counts {
+		if n > 0 {
+			buckets = append(buckets, b)
+		}
+	}
+	slices.Sort(buckets)
+	if o != leaderboards.Asc {
+		slices.Reverse(buckets)
+	}
+	for _, b := range buckets {
+		if before+h.Counts[b] >= rank {
+			return b, before, true
+		}
+		before += h.Counts[b]
+	}
+	return 0, before, false
 }
 
 // tallyChunk is how many players one histogram transaction moves: each

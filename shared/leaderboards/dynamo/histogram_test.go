@@ -20,6 +20,7 @@ import (
 
 	"github.com/rallyhq/rally/infra/local/testenv"
 	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/leaderboards/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
@@ -90,6 +91,8 @@ func TestBucketsFollowTheScores(t *testing.T) {
 type countingDB struct {
 	ddb.DB
 	reads atomic.Int64
+	// items counts the items Query calls returned.
+	items atomic.Int64
 }
 
 func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -99,7 +102,11 @@ func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o .
 
 func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	c.reads.Add(1)
-	return c.DB.Query(ctx, in, o...)
+	out, err := c.DB.Query(ctx, in, o...)
+	if err == nil {
+		c.items.Add(int64(len(out.Items)))
+	}
+	return out, err
 }
 
 func (c *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
@@ -565,4 +572,97 @@ func BenchmarkHistogramRanksAtAMillion(b *testing.B) {
 		reads += h.db.reads.Load() - before
 	}
 	b.ReportMetric(float64(reads)/withNeighbours, "reads/rank-k4")
+}
+
+// A deep page without Redis seeks through the histogram: every page, at
+// any depth, equals the brute-force ranking, and reads no more keys than
+// the bound (SeekWithin into its bucket, plus the page, per shard) however
+// deep it starts. A page deeper than SeekWithin inside one bucket (a huge
+// tie) is refused as Unavailable, reading nothing past the bound.
+func TestDeepPagesWithoutRedisSeekThroughTheHistogram(t *testing.T) {
+	for _, c := range []struct {
+		o  leaderboards.Order
+		tb leaderboards.TieBreak
+	}{{leaderboards.Desc, leaderboards.Shared}, {leaderboards.Asc, leaderboards.Earliest}} {
+		t.Run(string(c.o)+"_"+string(c.tb), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := newHistBoard(t, c.o, c.tb)
+			n := testenv.Scale(3_000, 40_000)
+			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d, %d members", seed, n)
+			rng := rand.New(rand.NewPCG(seed, 9))
+			scores := make([]leaderboards.Score, n)
+			for i := range scores {
+				scores[i] = leaderboards.Score{Board: h.d.ID, Period: leaderboards.AllTime, PlayerID: fmt.Sprintf("p%06d", i),
+					Score: drawScore(rng), ReachedAt: t0.Add(time.Duration(rng.IntN(5)) * time.Second), Version: 1, UpdatedAt: t0}
+			}
+			// One run of 1,500 equal scores, deeper than SeekWithin.
+			const tied, tiedScore = 1_500, 77_777
+			for i := range tied {
+				scores[i].Score = tiedScore
+			}
+			h.put(t, scores)
+			h.tally(t, scores)
+			want, _ := h.model()
+			firstTied := slices.IndexFunc(want, func(e leaderboards.Entry) bool { return e.Score == tiedScore })
+			const page = 10
+			froms := []int{1, 2, exactTop - page, exactTop - page + 1, exactTop, n - page, n, n + 1}
+			for range 60 {
+				froms = append(froms, 1+rng.IntN(n))
+			}
+			served, refused := 0, 0
+			for _, from := range froms {
+				h.db.items.Store(0)
+				got, err := h.scores.Top(ctx, h.d, leaderboards.AllTime, from, page)
+				read := h.db.items.Load()
+				inTie := from-1 >= firstTied && from-1 < firstTied+tied
+				if inTie && from-1-firstTied > dynamo.SeekWithin && from+page-1 > exactTop {
+					if !errs.Is(err, errs.Unavailable) {
+						t.Fatalf("from %d, %d players into a tie of %d: %v, want Unavailable", from, from-1-firstTied, tied, err)
+					}
+					refused++
+				} else {
+					if err != nil {
+						t.Fatalf("Top(%d, %d): %v", from, page, err)
+					}
+					sameEntries(t, fmt.Sprintf("Top(%d, %d)", from, page), got, want[min(from-1, len(want)):min(from-1+page, len(want))])
+					served++
+				}
+				// The bound: the histogram's items, and per shard the
+				// keys inside the page's bucket before it plus the page.
+				if limit := int64(100 + dynamo.RankShards*(dynamo.SeekWithin+page)); from+page-1 > exactTop && read > limit {
+					t.Fatalf("Top(%d, %d) read %d items, more than the bound %d", from, page, read, limit)
+				}
+			}
+			if served < 40 || refused == 0 {
+				t.Fatalf("%d pages served, %d refused: the probes did not reach both", served, refused)
+			}
+			t.Logf("%d pages equal to the model, %d refused inside the tie", served, refused)
+		})
+	}
+}
+
+// Each bucket's run of scores, as BucketScores gives it, is exactly the
+// scores Bucket puts in it: its ends are in it, the scores just outside
+// are not.
+func TestBucketScoresAreTheBucketsRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	for i := range 20_000 {
+		s := rng.Int64N(1 << (1 + rng.IntN(53)))
+		if i%2 == 1 {
+			s = -s
+		}
+		b := dynamo.Bucket(s)
+		lo, hi := dynamo.BucketScores(b)
+		if lo > s || s > hi || dynamo.Bucket(lo) != b || dynamo.Bucket(hi) != b {
+			t.Fatalf("score %d in bucket %d: BucketScores = %d..%d", s, b, lo, hi)
+		}
+		if lo > -leaderboards.MaxScore && dynamo.Bucket(lo-1) == b {
+			t.Fatalf("bucket %d: %d, below its run %d..%d, is in it too", b, lo-1, lo, hi)
+		}
+		if hi < leaderboards.MaxScore && dynamo.Bucket(hi+1) == b {
+			t.Fatalf("bucket %d: %d, above its run %d..%d, is in it too", b, hi+1, lo, hi)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rallyhq/rally/shared/ddb"
+	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/leaderboards"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -198,17 +200,61 @@ func (s *Scores) SetMembers(ctx context.Context, board, period string, n int64) 
 	return nil
 }
 
+// SeekWithin bounds a deep page read without Redis: how many keys of
+// each index shard it reads inside the histogram bucket the page starts
+// in, before the page itself.
+const SeekWithin = 1000
+
 // Top returns n entries of the period from rank from on, from the by_score
-// index: the first from-1+n keys of every shard hold the board's first
-// from-1+n.
+// index. A page that ends within the top ExactTop reads the first
+// from-1+n keys of every shard, which hold the board's first from-1+n,
+// and ranks them exactly. A deeper page seeks: the histogram counts the
+// players in better buckets, and each shard is read from the start of the
+// bucket that holds rank from, at most SeekWithin keys into it plus the
+// page; the ranks are as exact as the histogram (the leaderboard
+// processor keeps it a moment behind the table). A page that starts
+// deeper than SeekWithin inside one bucket, or on a histogram being
+// rebuilt, is Unavailable: a retry finds Redis serving it again.
 func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period string, from, n int) ([]leaderboards.Entry, error) {
 	if n <= 0 || from < 1 {
 		return []leaderboards.Entry{}, nil
 	}
-	// The index is read from the top down to the page's end: the entries
-	// before it rank the page exactly, ties included (the Redis-less path
-	// pays for deep pages in reads).
-	keys, err := s.nearest(ctx, d.ID, period, "", true, from-1+n)
+	if int64(from-1+n) <= cmp.Or(max(s.ExactTop, 0), DefaultExactTop) {
+		keys, err := s.nearest(ctx, d.ID, period, "", true, from-1+n)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := decodeKeys(d.Order, keys)
+		if err != nil {
+			return nil, err
+		}
+		leaderboards.Rank(d.Order, d.TieBreak, entries, 0, 0)
+		return entries[min(from-1, len(entries)):], nil
+	}
+	var hist Histogram
+	var members int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { hist, err = s.Histogram(gctx, d.ID, period); return })
+	g.Go(func() (err error) { members, err = s.Members(gctx, d.ID, period); return })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if drift := members - hist.Total; hist.Total == 0 || drift > members/10 || -drift > members/10 {
+		return nil, errs.New(errs.Unavailable, "rank %d of %s/%s cannot be reached without the cache while the board's histogram is rebuilt; retry shortly", from, d.ID, period)
+	}
+	b, before, found := hist.Seek(d.Order, int64(from))
+	if !found {
+		return []leaderboards.Entry{}, nil
+	}
+	skip := from - 1 - int(before)
+	if skip > SeekWithin {
+		return nil, errs.New(errs.Unavailable, "rank %d of %s/%s lies %d players into a run of close scores; without the cache a page that deep in it is not served; retry shortly", from, d.ID, period, skip)
+	}
+	best, _ := BucketScores(b)
+	if d.Order != leaderboards.Asc {
+		_, best = BucketScores(b)
+	}
+	keys, err := s.nearest(ctx, d.ID, period, scorePart(d.Order, best), true, skip+n)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +262,9 @@ func (s *Scores) Top(ctx context.Context, d leaderboards.Definition, period stri
 	if err != nil {
 		return nil, err
 	}
-	leaderboards.Rank(d.Order, d.TieBreak, entries, 0, 0)
-	return entries[min(from-1, len(entries)):], nil
+	// Every score in a better bucket is strictly better.
+	leaderboards.Rank(d.Order, d.TieBreak, entries, int(before), int(before))
+	return entries[min(skip, len(entries)):], nil
 }
 
 // Around returns the player's entry, up to k entries on each side and
