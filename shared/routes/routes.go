@@ -323,7 +323,10 @@ var (
 	ListLeaderboards = Route{
 		Method: "GET", Path: "/v1/leaderboards", Function: "list-leaderboards", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
 		Summary: "Leaderboards by game and status",
-		Uses:    Uses{Calls: []Call{On(schema.Leaderboards, Scan)}, Secrets: []Secret{CursorKey}},
+		// A listing queries an index: by_game with game=, by_status without.
+		Uses: Uses{Calls: []Call{
+			OnIndex(schema.Leaderboards, schema.IndexBoardsByGame, Query), OnIndex(schema.Leaderboards, schema.IndexBoardsByStatus, Query),
+		}, Secrets: []Secret{CursorKey}},
 	}
 	GetLeaderboard = Route{
 		Method: "GET", Path: "/v1/leaderboards/{leaderboard_id}", Function: "get-leaderboard", Feature: Leaderboards, Auth: Player, Budget: ReadBudget,
@@ -841,7 +844,8 @@ var JobRunner = Processor{
 			// A recompute rewrites score histograms and their markers,
 			// and the counter markers.
 			On(schema.Counters, BatchGetItem|Query|Scan|PutItem|UpdateItem|DeleteItem|BatchWriteItem),
-			On(schema.Leaderboards, GetItem|Scan), On(schema.Scores, GetItem|Query|UpdateItem),
+			// Its schedule keys boards defined before by_game in it.
+			On(schema.Leaderboards, GetItem|Scan|UpdateItem), On(schema.Scores, GetItem|Query|UpdateItem),
 			// An import reads a chunk's scores, matches and bans in
 			// batches and writes their new state in batches.
 			On(schema.Scores, BatchGetItem|BatchWriteItem), On(schema.ScoreEvents, BatchGetItem|BatchWriteItem),

@@ -129,6 +129,10 @@ const (
 	// status is a DynamoDB reserved word, which the expression builder's
 	// name placeholders take care of.
 	AttrStatus = "status"
+	// AttrListGame and AttrListKey key a board in by_game: its game
+	// (scope.game, absent without one) and "<status>#<leaderboard_id>".
+	AttrListGame = "list_game"
+	AttrListKey  = "list_key"
 )
 
 // Reactions attributes.
@@ -271,6 +275,8 @@ const (
 	IndexJobsRunning        = "by_running"
 	IndexJobsByKind         = "by_kind"
 	IndexExportsPending     = "by_pending"
+	IndexBoardsByGame       = "by_game"
+	IndexBoardsByStatus     = "by_status"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -387,7 +393,21 @@ var Games = Table{
 var Leaderboards = Table{
 	Name:         "Leaderboards",
 	PartitionKey: Key{AttrBoardID, String},
-	Purpose:      "leaderboard definitions: policy, order, reset, tie-break, time zone, status",
+	// GET /v1/leaderboards queries one of them: by_game (sparse: boards
+	// with a game) by game and status, by_status by status. A listing
+	// reads only the boards it returns.
+	GlobalIndexes: []Index{{
+		Name:         IndexBoardsByGame,
+		PartitionKey: Key{AttrListGame, String},
+		SortKey:      &Key{AttrListKey, String},
+		Projection:   ProjectAll,
+	}, {
+		Name:         IndexBoardsByStatus,
+		PartitionKey: Key{AttrStatus, String},
+		SortKey:      &Key{AttrBoardID, String},
+		Projection:   ProjectAll,
+	}},
+	Purpose: "leaderboard definitions: policy, order, reset, tie-break, time zone, status",
 }
 
 // Scores holds each player's current score per board and period, plus a

@@ -4,6 +4,10 @@
 package bind
 
 import (
+	"context"
+	"sync/atomic"
+	"time"
+
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/cachegen"
@@ -106,5 +110,27 @@ func Closer(d *app.Deps, docs leaderboards.Documents) *leaderboards.Closer {
 	return &leaderboards.Closer{
 		Defs: Definitions(d), Scores: Scores(d), Archive: Archives(d),
 		Cache: Mirror(d, d.Generations(mirror.Scope)), Documents: docs, Clock: d.Clock,
+	}
+}
+
+// Relist is a schedule hook of the job runner: it keys the boards defined
+// before by_game in it, at every tick until a pass finds none left (the
+// hook starts no job).
+func Relist(d *app.Deps) func(context.Context, time.Time) ([]jobs.Job, error) {
+	defs := Definitions(d)
+	var clean atomic.Bool
+	return func(ctx context.Context, _ time.Time) ([]jobs.Job, error) {
+		if clean.Load() {
+			return nil, nil
+		}
+		keyed, err := defs.Relist(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if keyed > 0 {
+			d.Log.InfoContext(ctx, "boards keyed for listing", "boards", keyed)
+		}
+		clean.Store(keyed == 0)
+		return nil, nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -125,6 +126,7 @@ func (s *Definitions) Put(ctx context.Context, d leaderboards.Definition) (leade
 			same[i] = expression.Name(f.attr).Equal(expression.Value(v))
 		}
 	}
+	update = listKeys(update, d.Scope.Game, d.Status, d.ID)
 	if d.Scope == (leaderboards.Scope{}) {
 		update = update.Remove(expression.Name(schema.AttrScope))
 	} else {
@@ -219,55 +221,150 @@ func (s *Definitions) List(ctx context.Context) ([]leaderboards.Definition, erro
 	}
 }
 
-// pageScan is how many items one Scan call of a listing evaluates.
-const pageScan = 200
+// listKeys sets a board's by_game keys: its game and status#id, or no
+// game (the board is not in by_game).
+func listKeys(update expression.UpdateBuilder, game string, status leaderboards.Status, id string) expression.UpdateBuilder {
+	update = update.Set(expression.Name(schema.AttrListKey), expression.Value(listKey(status, id)))
+	if game == "" {
+		return update.Remove(expression.Name(schema.AttrListGame))
+	}
+	return update.Set(expression.Name(schema.AttrListGame), expression.Value(game))
+}
 
-// Page returns up to limit definitions matching f, in the table's scan
-// order, after the board named after. The table holds one small item per
-// board, so a filtered scan that stops as soon as the page is full reads
-// little; the position is a board id, where the next scan starts.
+func listKey(status leaderboards.Status, id string) string { return string(status) + "#" + id }
+
+// listed are the statuses a listing without one walks, in order.
+var listed = []leaderboards.Status{leaderboards.Active, leaderboards.Frozen, leaderboards.Archived}
+
+// Page returns up to limit definitions matching f after the position
+// after, and the position of the next page ("" at the end). It queries an
+// index and reads only what it returns, plus one item that says a next
+// page exists: by_game for a game (status#id order), by_status otherwise
+// (id order, one status after the other without a status). A position is
+// the last board's "<status>#<id>".
 func (s *Definitions) Page(ctx context.Context, f leaderboards.Filter, after string, limit int) ([]leaderboards.Definition, string, error) {
-	in := &dynamodb.ScanInput{TableName: aws.String(s.Table), Limit: aws.Int32(pageScan)}
-	var conds []expression.ConditionBuilder
-	if f.Game != "" {
-		conds = append(conds, expression.Name(schema.AttrScope+".game").Equal(expression.Value(f.Game)))
-	}
+	statuses := listed
 	if f.Status != "" {
-		conds = append(conds, expression.Name(schema.AttrStatus).Equal(expression.Value(string(f.Status))))
+		statuses = []leaderboards.Status{f.Status}
 	}
-	if len(conds) > 0 {
-		cond := conds[0]
-		if len(conds) > 1 {
-			cond = expression.And(conds[0], conds[1])
-		}
-		e := ddb.MustBuild(expression.NewBuilder().WithFilter(cond))
-		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.Filter(), e.Names(), e.Values()
-	}
-	if after != "" {
-		in.ExclusiveStartKey = map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(after)}
+	if f.Game != "" {
+		statuses = []leaderboards.Status{f.Status}
 	}
 	var defs []leaderboards.Definition
+	for _, st := range statuses {
+		from := ""
+		if after != "" {
+			ast, id, _ := strings.Cut(after, "#")
+			if f.Game == "" && leaderboards.Status(ast) != st {
+				if slices.Index(listed, leaderboards.Status(ast)) > slices.Index(listed, st) {
+					continue // a status the listing is past
+				}
+			} else {
+				from = id
+			}
+		}
+		page, err := s.query(ctx, f.Game, st, after, from, limit+1-len(defs))
+		if err != nil {
+			return nil, "", err
+		}
+		defs = append(defs, page...)
+		if len(defs) > limit {
+			last := defs[limit-1]
+			return defs[:limit], listKey(last.Status, last.ID), nil
+		}
+	}
+	return defs, "", nil
+}
+
+// query reads up to n definitions of one index partition after a board:
+// by_game's for a game (status "" for every status; at is the position
+// to continue after), else by_status's, after the id from.
+func (s *Definitions) query(ctx context.Context, game string, status leaderboards.Status, at, from string, n int) ([]leaderboards.Definition, error) {
+	var cond expression.KeyConditionBuilder
+	in := &dynamodb.QueryInput{TableName: aws.String(s.Table)}
+	if game != "" {
+		in.IndexName = aws.String(schema.IndexBoardsByGame)
+		cond = expression.Key(schema.AttrListGame).Equal(expression.Value(game))
+		if status != "" {
+			cond = cond.And(expression.Key(schema.AttrListKey).BeginsWith(string(status) + "#"))
+		}
+		if at != "" {
+			_, id, _ := strings.Cut(at, "#")
+			in.ExclusiveStartKey = map[string]types.AttributeValue{
+				schema.AttrListGame: ddb.S(game), schema.AttrListKey: ddb.S(at), schema.AttrBoardID: ddb.S(id),
+			}
+		}
+	} else {
+		in.IndexName = aws.String(schema.IndexBoardsByStatus)
+		cond = expression.Key(schema.AttrStatus).Equal(expression.Value(string(status)))
+		if from != "" {
+			in.ExclusiveStartKey = map[string]types.AttributeValue{schema.AttrStatus: ddb.S(string(status)), schema.AttrBoardID: ddb.S(from)}
+		}
+	}
+	e := ddb.MustBuild(expression.NewBuilder().WithKeyCondition(cond))
+	in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.KeyCondition(), e.Names(), e.Values()
+	var defs []leaderboards.Definition
+	for len(defs) < n {
+		in.Limit = aws.Int32(int32(n - len(defs)))
+		out, err := s.DB.Query(ctx, in)
+		if err != nil {
+			return nil, unavailable(err, "list leaderboards")
+		}
+		for _, raw := range out.Items {
+			d, err := decodeDefinition(raw)
+			if err != nil {
+				return nil, err
+			}
+			defs = append(defs, d)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return defs, nil
+}
+
+// Relist keys in by_game every board stored without its keys (defined
+// before the index), each on condition that it is unchanged since read;
+// it returns how many it keyed. The job runner's schedule calls it until
+// it finds none.
+func (s *Definitions) Relist(ctx context.Context) (int, error) {
+	keyed := 0
+	in := &dynamodb.ScanInput{TableName: aws.String(s.Table), ConsistentRead: aws.Bool(true)}
 	for {
 		out, err := s.DB.Scan(ctx, in)
 		if err != nil {
-			return nil, "", unavailable(err, "list leaderboards")
+			return keyed, unavailable(err, "relist leaderboards")
 		}
-		for i, raw := range out.Items {
-			d, err := decodeDefinition(raw)
-			if err != nil {
-				return nil, "", err
+		for _, raw := range out.Items {
+			var it struct {
+				definitionItem
+				ListGame string `dynamodbav:"list_game"`
+				ListKey  string `dynamodbav:"list_key"`
 			}
-			defs = append(defs, d)
-			if len(defs) == limit {
-				more := i < len(out.Items)-1 || len(out.LastEvaluatedKey) > 0
-				if !more {
-					return defs, "", nil
-				}
-				return defs, d.ID, nil
+			if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
+				return keyed, fmt.Errorf("decode leaderboard: %w", err)
+			}
+			d := it.definition()
+			if it.ListGame == d.Scope.Game && it.ListKey == listKey(d.Status, d.ID) {
+				continue
+			}
+			upd := listKeys(expression.UpdateBuilder{}, d.Scope.Game, d.Status, d.ID)
+			same := expression.Name(schema.AttrVer).Equal(expression.Value(it.Ver))
+			_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, map[string]types.AttributeValue{schema.AttrBoardID: ddb.S(d.ID)},
+				ddb.MustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(same))))
+			switch {
+			case ddb.IsConditionFailed(err):
+				// Written since: the write keyed it.
+			case err != nil:
+				return keyed, unavailable(err, "relist leaderboard "+d.ID)
+			default:
+				keyed++
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
-			return defs, "", nil
+			return keyed, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
