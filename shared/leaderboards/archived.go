@@ -17,8 +17,24 @@ func (s *Service) archived(ctx context.Context, d Definition, period string) (Ar
 	if s.Archive == nil || d.Reset == Never || s.Clock.Now().Before(d.PeriodEnd(period)) {
 		return ArchiveHead{}, false, nil
 	}
-	return s.Archive.Head(ctx, d.ID, period)
+	key := d.ID + "\x00" + period
+	if h, ok := s.heads.Load(key); ok {
+		return h.(ArchiveHead), true, nil
+	}
+	h, found, err := s.Archive.Head(ctx, d.ID, period)
+	if err != nil || !found {
+		return h, found, err
+	}
+	if s.headsKept.Add(1) > maxHeads {
+		s.heads.Clear()
+		s.headsKept.Store(1)
+	}
+	s.heads.Store(key, h)
+	return h, true, nil
 }
+
+// maxHeads bounds the archive heads a process keeps.
+const maxHeads = 10_000
 
 // archivedTop reads n entries from rank from on out of an archive: the
 // pages that hold those positions.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rallyhq/rally/shared/clock"
@@ -42,6 +44,12 @@ type Service struct {
 	ranks   *hotcache.Cache[Standing]
 	friends *hotcache.Cache[Standing]
 	defs    *hotcache.Cache[Definition]
+
+	// heads are the archive heads this process has read: a head, once
+	// written, never changes.
+	heads sync.Map
+	// headsKept counts them, up to maxHeads (then the map starts over).
+	headsKept atomic.Int64
 }
 
 // HotFor is how long a read result is reused in process.
