@@ -764,7 +764,7 @@ func (s *Stack) tick(ctx context.Context, function string, h streams.Handler) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			tickCtx, cancel := context.WithTimeout(ctx, routes.ProcessorTimeout)
+			tickCtx, cancel := context.WithTimeout(context.WithValue(ctx, tickKey{}, true), routes.ProcessorTimeout)
 			_, err := h(tickCtx, events.DynamoDBEvent{})
 			cancel()
 			if err != nil && ctx.Err() == nil {
@@ -772,6 +772,16 @@ func (s *Stack) tick(ctx context.Context, function string, h streams.Handler) {
 			}
 		}
 	}
+}
+
+type tickKey struct{}
+
+// IsTick reports whether ctx is a processor's scheduled tick (an
+// invocation with no records), so a meter can leave periodic work out of
+// what requests cost.
+func IsTick(ctx context.Context) bool {
+	t, _ := ctx.Value(tickKey{}).(bool)
+	return t
 }
 
 // timedHTTP tells Options.Invoked how long each invocation of route
