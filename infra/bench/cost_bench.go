@@ -144,6 +144,7 @@ func benchCost(ctx context.Context, env *Env) (Section, error) {
 		name, key        string
 		units, floor     cost.Units
 		commands, kib    float64
+		scripts, micros  float64
 		processors       string
 		events, jsonSize float64
 	}
@@ -242,7 +243,7 @@ func benchCost(ctx context.Context, env *Env) (Section, error) {
 			}
 		}
 		all = append(all, measured{name: l.name, key: calls[0].Route.Key(), units: u, floor: floor,
-			commands: commands / n, kib: transferred / 1024 / n, processors: strings.Join(procs, "; "), events: u.AnalyticsEvents, jsonSize: u.EventBytes})
+			commands: commands / n, kib: transferred / 1024 / n, scripts: scripts / n, micros: scriptCPU / math.Max(scripts, 1), processors: strings.Join(procs, "; "), events: u.AnalyticsEvents, jsonSize: u.EventBytes})
 		fmt.Fprintf(os.Stderr, "bench: cost: %s: $%.2f per million (floor $%.2f)\n", l.name, p.PerMillion(u).Total(), p.PerMillion(floor).Total())
 	}
 
@@ -268,14 +269,14 @@ func benchCost(ctx context.Context, env *Env) (Section, error) {
 		fmt.Fprintf(&body, "| %s — %s | %s | %s | %s | %s | %s | **%s** | %s | %.2f× |\n", m.name, m.key,
 			costMoney(d.Lambda), costMoney(d.API), costMoney(d.DynamoDB), costMoney(d.Redis), costMoney(d.Analytics), costMoney(d.Total()), costMoney(f.Total()), d.Total()/f.Total())
 	}
-	body.WriteString("\n**Units per operation** (what the dollars above are made of; every function at its template memory)\n\n| route | its Lambda, billed | processors: invocations per operation × billed ms a batch | RRU | WRU | Redis commands, KiB, ECPU | analytics events × bytes |\n|---|---|---|---:|---:|---|---|\n")
+	body.WriteString("\n**Units per operation** (what the dollars above are made of; every function at its template memory)\n\n| route | its Lambda, billed | processors: invocations per operation × billed ms a batch | RRU | WRU | Redis: commands (scripts × µs each), KiB, ECPU | analytics events × bytes |\n|---|---|---|---:|---:|---|---|\n")
 	for _, m := range all {
 		f := m.units.Lambda[0]
 		procs := m.processors
 		if procs == "" {
 			procs = "—"
 		}
-		fmt.Fprintf(&body, "| %s | %s %.3g ms (%d MB) | %s | %.3g | %.3g | %.3g, %.3g, %.3g | %.3g × %.0f B |\n", m.name, f.Function, f.BilledMillis, f.MemoryMB, procs, m.units.ReadUnits, m.units.WriteUnits, m.commands, m.kib, m.units.ECPU, m.events, m.jsonSize)
+		fmt.Fprintf(&body, "| %s | %s %.3g ms (%d MB) | %s | %.3g | %.3g | %.3g (%.3g × %.0f µs), %.3g, %.3g | %.3g × %.0f B |\n", m.name, f.Function, f.BilledMillis, f.MemoryMB, procs, m.units.ReadUnits, m.units.WriteUnits, m.commands, m.scripts, m.micros, m.kib, m.units.ECPU, m.events, m.jsonSize)
 	}
 	fmt.Fprintf(&body, "\nCache storage: a board member takes %.0f B (INFO used_memory delta over %d members loaded as a rebuild loads them; floor: a plain sorted set of the same IDs, %.0f B): $%.2f per million members a month.\n", board, costMembers, plain, p.CacheMonth(1e6*board))
 
