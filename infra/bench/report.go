@@ -88,7 +88,7 @@ func Write(w io.Writer, h Header, sections []Section) error {
 			fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(s.Intro))
 		}
 		if s.Body != "" {
-			fmt.Fprintf(&b, "%s\n", strings.TrimSpace(s.Body))
+			fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(s.Body))
 		}
 		if len(s.Rows) == 0 {
 			continue
