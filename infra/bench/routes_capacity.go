@@ -41,7 +41,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
 			"The floor is the capacity of the item operations the route cannot avoid on its tables (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves), before the writes its tables' secondary indexes add (the note gives their part); ratio = value / floor. " +
 			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes. " +
-			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section.",
+			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section, and the processors' scheduled ticks are left out of the meter.",
 	}
 	// Periodic work is not a request's: the cache-generation check (once
 	// a second per function) and the processors' top-N snapshots (every
