@@ -13,7 +13,7 @@ BUILD_DIR := build
 LAMBDA_TAGS    := lambda.norpc,grpcnotrace
 GOFLAGS_LAMBDA := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w"
 
-.PHONY: dev invoke test bench build synth deploy lint fmt-check clean tools check-go check-node check-java sam-env
+.PHONY: dev invoke test bench cost build synth deploy lint fmt-check clean tools check-go check-node check-java sam-env
 
 dev: tools check-java ## Run the local stack on http://localhost:3000 (ARGS=-binaries: every function as its real binary)
 	JSII_DEPRECATED=quiet $(GO) run ./infra/local $(ARGS)
@@ -108,3 +108,6 @@ help:
 
 bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 45 minutes on 2 cores, 30 of them the size section at 100k players; ARGS="-only name,..." for some sections)
 	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)
+
+cost: tools check-java ## Price each route and the seeds' months in dollars from units measured on the local stack (about a minute, two the first time as it synthesizes the stack; the bench's cost section, printed)
+	JSII_DEPRECATED=quiet $(GO) run ./infra/bench -only cost -out - $(ARGS)

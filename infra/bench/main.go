@@ -31,6 +31,7 @@ var benches = []bench{
 	{"roundtrips", benchRoundTrips},
 	{"latency", benchLatency},
 	{"capacity", benchCapacity},
+	{"cost", benchCost},
 	{"throughput", benchThroughput},
 	{"ranking", benchRanking},
 	{"visible", benchVisible},
@@ -47,7 +48,7 @@ func main() {
 }
 
 func benchMain() error {
-	out := flag.String("out", "BENCHMARKS.md", "the report to write")
+	out := flag.String("out", "BENCHMARKS.md", "the report to write (- prints it)")
 	only := flag.String("only", "", "comma-separated benches to run (default all): "+names())
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the stacks' gateway, handlers and pollers) to this file")
 	flag.Parse()
@@ -115,11 +116,17 @@ func run(ctx context.Context, out, only string) error {
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", b.name, time.Since(t).Round(time.Second))
 		sections = append(sections, s)
 	}
+	h := Header{Date: start, Machine: machine(), GoVersion: runtime.Version(), Command: "make bench", Took: time.Since(start)}
+	if only == "cost" {
+		h.Command = "make cost"
+	}
+	if out == "-" {
+		return Write(os.Stdout, h, sections)
+	}
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	h := Header{Date: start, Machine: machine(), GoVersion: runtime.Version(), Command: "make bench", Took: time.Since(start)}
 	if err := Write(f, h, sections); err != nil {
 		f.Close()
 		return err

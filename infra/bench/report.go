@@ -42,6 +42,9 @@ type Section struct {
 	// Intro says how the figures were made (the workload, the floor).
 	Intro string
 	Rows  []Row
+	// Body is Markdown of the section's own (tables of another shape),
+	// written after the intro and before the rows, if any.
+	Body string
 }
 
 // Within reports whether got meets a goal of at most limit.
@@ -83,6 +86,12 @@ func Write(w io.Writer, h Header, sections []Section) error {
 		fmt.Fprintf(&b, "## %s\n\n", s.Title)
 		if s.Intro != "" {
 			fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(s.Intro))
+		}
+		if s.Body != "" {
+			fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(s.Body))
+		}
+		if len(s.Rows) == 0 {
+			continue
 		}
 		b.WriteString("| measured | value | floor | ratio | goal | note |\n|---|---:|---|---:|---|---|\n")
 		for _, r := range s.Rows {

@@ -41,7 +41,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
 			"The floor is the capacity of the item operations the route cannot avoid on its tables (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves), before the writes its tables' secondary indexes add (the note gives their part); ratio = value / floor. " +
 			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes. " +
-			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section.",
+			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section, and the processors' scheduled ticks are left out of the meter.",
 	}
 	// Periodic work is not a request's: the cache-generation check (once
 	// a second per function) and the processors' top-N snapshots (every
@@ -61,26 +61,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 	if err := st.warmPlayers(ctx); err != nil {
 		return sec, err
 	}
-	loads := map[string]routesLoad{}
-	for _, l := range routesLatencyLoads() {
-		loads[l.name] = l
-	}
-	list := routesLoad{"favorites list, 50 items", func(i int) routesCall {
-		return routesCall{Route: routes.ListFavorites, Sub: "lat-fan", Path: "/v1/users/lat-fan/favorites?limit=50"}
-	}}
-	rows := []routesCapacityRoute{
-		{load: loads["favorite"], wcu: 1, floor: "the edge: one item write"},
-		{load: loads["unfavorite"], wcu: 1, floor: "the edge: one item write"},
-		{load: loads["favorite status, 100 ids"], floor: "none: Redis serves it"},
-		{load: loads["favorite count"], floor: "none: Redis serves it"},
-		{load: list, rcu: 0.5 + 25*0.5, floor: "one eventually consistent Query of 50 small edges (≤ 4 KB) and one read of each of the 25 described games"},
-		{load: loads["like toggle"], wcu: 2, floor: "the edge and the Idempotency-Key record: two item writes"},
-		{load: loads["submit score (service)"], wcu: 2, floor: "the score and the match (a repeated match_id is not applied twice): two item writes"},
-		{load: loads["leaderboard top 10"], floor: "none: Redis serves it"},
-		{load: loads["player rank + 4"], floor: "none: Redis serves it"},
-		{load: loads["record activity"], wcu: 2, floor: "the event (its Idempotency-Key) and the player's streak and points: two item writes"},
-		{load: loads["get streak"], floor: "none: Redis serves it"},
-	}
+	rows := routesCapacityRoutes()
 	next := map[string]int{}
 	for _, r := range rows {
 		used, n, err := st.consumed(ctx, r.load, &next)
@@ -91,11 +72,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 		fmt.Fprintf(os.Stderr, "bench: capacity: %s: %.2f RCU, %.2f WCU per request (%s)\n", r.load.name, used.RCU/float64(n), used.WCU/float64(n), routesPerRequest(used, n))
 	}
 
-	shares := []routesProcessorShare{
-		{writes: loads["favorite"], processor: routes.CounterProcessor, wcu: 1, floor: "the game's count: one item write"},
-		{writes: loads["submit score (service)"], processor: routes.LeaderboardProcessor, floor: "none: the board is Redis's"},
-		{writes: loads["record activity"], processor: routes.StreakProcessor, floor: "none: the live-streak board is Redis's"},
-	}
+	shares := routesProcessorShares()
 	for _, sh := range shares {
 		if err := st.WaitIdle(ctx); err != nil {
 			return sec, err
@@ -124,24 +101,72 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 // warm-up's again (what a cache serves). next keeps each load's next request, so a load measured
 // again goes on with new games and players.
 func (s *routesStack) consumed(ctx context.Context, l routesLoad, next *map[string]int) (routesUsage, int, error) {
-	calls := make([]routesCall, 2*routesCapacityRequests)
+	warm, measured := routesCapacityCalls(l, next, routesCapacityRequests)
+	if _, err := s.load(ctx, warm, routesPhase{Concurrency: 1}); err != nil {
+		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	}
+	fn := measured[0].Route.Function
+	before := s.meter.Of(fn)
+	if _, err := s.load(ctx, measured, routesPhase{Concurrency: 1}); err != nil {
+		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	}
+	return s.meter.Of(fn).Minus(before), len(measured), nil
+}
+
+// routesCapacityCalls are n warm-up requests of l and n measured ones: a
+// write's measured requests are new ones, a read's are the warm-up's
+// again (what a cache serves). next keeps each load's next request.
+func routesCapacityCalls(l routesLoad, next *map[string]int, n int) (warm, measured []routesCall) {
+	calls := make([]routesCall, 2*n)
 	for i := range calls {
 		calls[i] = l.call((*next)[l.name])
 		(*next)[l.name]++
 	}
 	if calls[0].Route.Method == "GET" {
 		// A read is measured warm: the same requests again.
-		copy(calls[routesCapacityRequests:], calls[:routesCapacityRequests])
+		copy(calls[n:], calls[:n])
 	}
-	if _, err := s.load(ctx, calls[:routesCapacityRequests], routesPhase{Concurrency: 1}); err != nil {
-		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	return calls[:n], calls[n:]
+}
+
+// routesCapacityRoutes are the routes the capacity section measures, with
+// the least capacity each one's work can take (the cost section prices
+// the same routes at the same floors).
+func routesCapacityRoutes() []routesCapacityRoute {
+	loads := map[string]routesLoad{}
+	for _, l := range routesLatencyLoads() {
+		loads[l.name] = l
 	}
-	fn := calls[0].Route.Function
-	before := s.meter.Of(fn)
-	if _, err := s.load(ctx, calls[routesCapacityRequests:], routesPhase{Concurrency: 1}); err != nil {
-		return routesUsage{}, 0, fmt.Errorf("%s: %w", l.name, err)
+	list := routesLoad{"favorites list, 50 items", func(i int) routesCall {
+		return routesCall{Route: routes.ListFavorites, Sub: "lat-fan", Path: "/v1/users/lat-fan/favorites?limit=50"}
+	}}
+	return []routesCapacityRoute{
+		{load: loads["favorite"], wcu: 1, floor: "the edge: one item write"},
+		{load: loads["unfavorite"], wcu: 1, floor: "the edge: one item write"},
+		{load: loads["favorite status, 100 ids"], floor: "none: Redis serves it"},
+		{load: loads["favorite count"], floor: "none: Redis serves it"},
+		{load: list, rcu: 0.5 + 25*0.5, floor: "one eventually consistent Query of 50 small edges (≤ 4 KB) and one read of each of the 25 described games"},
+		{load: loads["like toggle"], wcu: 2, floor: "the edge and the Idempotency-Key record: two item writes"},
+		{load: loads["submit score (service)"], wcu: 2, floor: "the score and the match (a repeated match_id is not applied twice): two item writes"},
+		{load: loads["leaderboard top 10"], floor: "none: Redis serves it"},
+		{load: loads["player rank + 4"], floor: "none: Redis serves it"},
+		{load: loads["record activity"], wcu: 2, floor: "the event (its Idempotency-Key) and the player's streak and points: two item writes"},
+		{load: loads["get streak"], floor: "none: Redis serves it"},
 	}
-	return s.meter.Of(fn).Minus(before), routesCapacityRequests, nil
+}
+
+// routesProcessorShares are the processors' work the capacity section
+// measures per write, with their floors.
+func routesProcessorShares() []routesProcessorShare {
+	loads := map[string]routesLoad{}
+	for _, l := range routesLatencyLoads() {
+		loads[l.name] = l
+	}
+	return []routesProcessorShare{
+		{writes: loads["favorite"], processor: routes.CounterProcessor, wcu: 1, floor: "the game's count: one item write"},
+		{writes: loads["submit score (service)"], processor: routes.LeaderboardProcessor, floor: "none: the board is Redis's"},
+		{writes: loads["record activity"], processor: routes.StreakProcessor, floor: "none: the live-streak board is Redis's"},
+	}
 }
 
 // routesCapacityRows are a route's (or a processor's) read and write

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/rallyhq/rally/infra/local/stack"
 	"github.com/rallyhq/rally/shared/app"
 )
 
@@ -45,7 +46,8 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 	middleware.InitializeOutput, middleware.Metadata, error,
 ) {
 	fn := app.FunctionOf(ctx)
-	if fn == "" {
+	if fn == "" || stack.IsTick(ctx) {
+		// Periodic work (a processor's tick) is no request's.
 		return next.HandleInitialize(ctx, in)
 	}
 	routesAskCapacity(in.Parameters)

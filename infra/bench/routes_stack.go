@@ -51,8 +51,8 @@ type routesStack struct {
 // routesStart starts a stack with its own DynamoDB Local (tables named
 // with prefix) and Redis database db of env's redis-server, emptied first:
 // each section starts from nothing. configure adjusts the handlers' configuration after the raised
-// budgets.
-func routesStart(ctx context.Context, env *Env, prefix string, db int, configure func(*config.Config)) (*routesStack, error) {
+// budgets, adjust the stack's options.
+func routesStart(ctx context.Context, env *Env, prefix string, db int, configure func(*config.Config), adjust ...func(*stack.Options)) (*routesStack, error) {
 	redisURL := fmt.Sprintf("%s/%d", env.Redis.URL(), db)
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -69,7 +69,7 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 		return nil, err
 	}
 	meter := newRoutesMeter()
-	st, err := stack.Start(ctx, stack.Options{
+	so := stack.Options{
 		RedisURL:    redisURL,
 		TablePrefix: fmt.Sprintf("%s%d-", prefix, time.Now().UnixNano()%1e9), StateDir: dir, Log: io.Discard,
 		// As make dev runs it.
@@ -85,7 +85,11 @@ func routesStart(ctx context.Context, env *Env, prefix string, db int, configure
 				configure(c)
 			}
 		},
-	})
+	}
+	for _, a := range adjust {
+		a(&so)
+	}
+	st, err := stack.Start(ctx, so)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

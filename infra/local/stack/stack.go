@@ -212,6 +212,12 @@ type Options struct {
 	// clients' middleware stacks, beside the access recorder (e.g. a
 	// meter of consumed capacity).
 	APIOptions []func(*middleware.Stack) error
+	// Invoked, when set, is told of every invocation of an in-process
+	// handler or processor as it returns: the function, the records of a
+	// processor's batch (0 for a route and a tick) and how long the
+	// handler ran, which is what Lambda bills (the gateway's and the
+	// authorizers' work apart): a bench's measure of billed duration.
+	Invoked func(function string, records int, took time.Duration)
 }
 
 // Binaries are the functions' real binaries and the template that says
@@ -539,9 +545,9 @@ func (s *Stack) gateway() (*gateway.Gateway, error) {
 		if p, ok := s.pool(r.Function); ok {
 			gr.Handler = binaries.HTTP(p)
 		} else if h, ok := s.opts.Handlers[r.Function]; ok {
-			gr.Handler = h
+			gr.Handler = s.timedHTTP(r.Function, h)
 		} else if h, ok := s.boundFor(r.Function, r.Feature).HTTP(r); ok {
-			gr.Handler = h
+			gr.Handler = s.timedHTTP(r.Function, h)
 		} else {
 			s.unbound = append(s.unbound, r.Function)
 		}
@@ -606,6 +612,9 @@ func (s *Stack) startPollers(ctx context.Context) error {
 				s.unbound = append(s.unbound, proc.Function)
 				continue
 			}
+		}
+		if _, bin := s.pool(proc.Function); !bin {
+			h = s.timedStream(proc.Function, h)
 		}
 		feeds = append(feeds, feed{proc, h})
 		readers[s.names.Of(proc.Source)]++
@@ -755,13 +764,51 @@ func (s *Stack) tick(ctx context.Context, function string, h streams.Handler) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			tickCtx, cancel := context.WithTimeout(ctx, routes.ProcessorTimeout)
+			tickCtx, cancel := context.WithTimeout(context.WithValue(ctx, tickKey{}, true), routes.ProcessorTimeout)
 			_, err := h(tickCtx, events.DynamoDBEvent{})
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("scheduled processor tick failed", "function", function, "error", err.Error())
 			}
 		}
+	}
+}
+
+type tickKey struct{}
+
+// IsTick reports whether ctx is a processor's scheduled tick (an
+// invocation with no records), so a meter can leave periodic work out of
+// what requests cost.
+func IsTick(ctx context.Context) bool {
+	t, _ := ctx.Value(tickKey{}).(bool)
+	return t
+}
+
+// timedHTTP tells Options.Invoked how long each invocation of route
+// function fn's handler h ran.
+func (s *Stack) timedHTTP(fn string, h api.Handler) api.Handler {
+	if s.opts.Invoked == nil {
+		return h
+	}
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		start := time.Now()
+		resp, err := h(ctx, ev)
+		s.opts.Invoked(fn, 0, time.Since(start))
+		return resp, err
+	}
+}
+
+// timedStream tells Options.Invoked how long each invocation of processor
+// fn's handler h ran, and with how many records.
+func (s *Stack) timedStream(fn string, h streams.Handler) streams.Handler {
+	if s.opts.Invoked == nil {
+		return h
+	}
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		start := time.Now()
+		resp, err := h(ctx, ev)
+		s.opts.Invoked(fn, len(ev.Records), time.Since(start))
+		return resp, err
 	}
 }
 
