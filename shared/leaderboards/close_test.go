@@ -151,6 +151,44 @@ func TestAClosedDayReadsFromItsArchive(t *testing.T) {
 	if late.Status != 409 || late.Map(t)["type"] != "urn:rally:problem:too-old" {
 		t.Fatalf("a late match into a closed day: %d %s", late.Status, late.Body)
 	}
+	// An import's lines into the closed day are refused the same way:
+	// nothing written; a line into today is applied.
+	imported := filepath.Join(t.TempDir(), "late.jsonl")
+	var lines []string
+	for _, l := range []map[string]any{
+		{"type": "score", "leaderboard_id": "sprint", "player_id": "p001", "score": 1_000_000, "reached_at": day.Add(2 * time.Hour).Format(time.RFC3339)},
+		{"type": "score", "leaderboard_id": "sprint", "player_id": "newcomer", "score": 5, "reached_at": day.Add(3 * time.Hour).Format(time.RFC3339)},
+		{"type": "score", "leaderboard_id": "sprint", "player_id": "newcomer", "score": 7},
+	} {
+		raw, _ := json.Marshal(l)
+		lines = append(lines, string(raw))
+	}
+	if err := os.WriteFile(imported, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var imp struct {
+		ID string `json:"job_id"`
+	}
+	c.Service("POST", "/v1/ops/jobs", map[string]any{"kind": "import", "source": "file://" + imported}).Expect(t, 202).JSON(t, &imp)
+	var job struct {
+		State    string   `json:"state"`
+		Rejected int      `json:"rejected"`
+		Examples []string `json:"examples"`
+	}
+	await.Until(t, time.Minute, "the import", func() bool {
+		c.Service("GET", "/v1/ops/jobs/"+imp.ID, nil).Expect(t, 200).JSON(t, &job)
+		return job.State != "RUNNING"
+	})
+	if job.State != "DONE" || job.Rejected != 2 || !strings.Contains(strings.Join(job.Examples, " "), "is closed") {
+		t.Fatalf("an import into the closed day: %+v, want DONE with its 2 lines of the day refused as closed", job)
+	}
+	got, err := lbbind.Scores(s.Deps()).Get(context.Background(), "sprint", period, []string{"p001", "newcomer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PlayerID != "p001" || got[0].Score != models["sprint"].scores["p001"].score {
+		t.Fatalf("the closed day's scores after the import: %+v, want p001's alone, unchanged (%d)", got, models["sprint"].scores["p001"].score)
+	}
 	if err := s.Deps().Redis.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}

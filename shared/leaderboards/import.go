@@ -45,6 +45,9 @@ type Held struct {
 	Scores   map[ScoreRef]Score
 	Recorded map[MatchRef]bool
 	Banned   map[string]bool
+	// Closed are the board periods closed to matches (their final
+	// standings archived, or being archived).
+	Closed map[BoardPeriod]bool
 }
 
 // Imported is a score an import changed: the new score, the one it had
@@ -178,6 +181,12 @@ func (im *Importer) Import(ctx context.Context, b imports.Batch) ([]imports.Reje
 			continue
 		}
 		bp := BoardPeriod{d.ID, ref.Period}
+		if held.Closed[bp] {
+			for _, l := range group {
+				rejected = append(rejected, imports.Rejection{Line: l.no, Reason: fmt.Sprintf("period %s of leaderboard %s is closed: its final standings are archived", ref.Period, d.ID)})
+			}
+			continue
+		}
 		if named[bp] == nil {
 			named[bp] = map[string]Score{}
 		}

@@ -17,14 +17,21 @@ import (
 var _ leaderboards.ScoreImports = (*Scores)(nil)
 
 // Held implements leaderboards.ScoreImports: three batch reads at once
-// (the scores, the matches, the ban marks), each in parallel batches.
+// (the scores with their periods' meta items, the matches, the ban
+// marks), each in parallel batches.
 func (s *Scores) Held(ctx context.Context, refs []leaderboards.ScoreRef, matches []leaderboards.MatchRef, players []string) (leaderboards.Held, error) {
 	held := leaderboards.Held{
 		Scores: map[leaderboards.ScoreRef]leaderboards.Score{}, Recorded: map[leaderboards.MatchRef]bool{}, Banned: map[string]bool{},
+		Closed: map[leaderboards.BoardPeriod]bool{},
 	}
 	var scoreKeys, eventKeys, banKeys []map[string]types.AttributeValue
+	metas := map[string]leaderboards.BoardPeriod{} // by the period's key
 	for _, r := range refs {
 		scoreKeys = append(scoreKeys, s.key(r.Board, r.Period, r.Player))
+		if pk := PeriodKey(r.Board, r.Period); r.Period != leaderboards.AllTime && metas[pk] == (leaderboards.BoardPeriod{}) {
+			metas[pk] = leaderboards.BoardPeriod{Board: r.Board, Period: r.Period}
+			scoreKeys = append(scoreKeys, s.key(r.Board, r.Period, MetaID))
+		}
 	}
 	seenMatch := map[leaderboards.MatchRef]bool{}
 	for _, m := range matches {
@@ -60,6 +67,15 @@ func (s *Scores) Held(ctx context.Context, refs []leaderboards.ScoreRef, matches
 		return leaderboards.Held{}, unavailable(err, "read the scores an import changes")
 	}
 	for _, raw := range scores {
+		if id, _ := raw[schema.AttrPlayerID].(*types.AttributeValueMemberS); id != nil && id.Value == MetaID {
+			if _, closed := raw[schema.AttrClosedAt]; closed {
+				pk, _ := raw[schema.AttrPK].(*types.AttributeValueMemberS)
+				if pk != nil {
+					held.Closed[metas[pk.Value]] = true
+				}
+			}
+			continue
+		}
 		var it scoreItem
 		if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
 			return leaderboards.Held{}, fmt.Errorf("decode score: %w", err)
