@@ -31,6 +31,7 @@ var benches = []bench{
 	{"roundtrips", benchRoundTrips},
 	{"latency", benchLatency},
 	{"capacity", benchCapacity},
+	{"worst", benchWorst},
 	{"cost", benchCost},
 	{"throughput", benchThroughput},
 	{"ranking", benchRanking},
