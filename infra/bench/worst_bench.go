@@ -93,7 +93,9 @@ func worstCell(u routesUsage) string {
 	return fmt.Sprintf("%s RCU (%s)", trimFloat(u.RCU), u)
 }
 
-func trimFloat(v float64) string { return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", v), "0"), ".") }
+func trimFloat(v float64) string {
+	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", v), "0"), ".")
+}
 
 // worstReads sends c once warm (a first request of it apart), and
 // returns what its function read.
@@ -131,7 +133,9 @@ func (s *routesStack) worstReads(ctx context.Context, c worstCase) (routesUsage,
 func worstRoutes() []worstRoute {
 	fan, big := "worst-fan", "worst-big"
 	deep := worstMembers * 4 / 5
-	top := func(from, n int) string { return fmt.Sprintf("/v1/leaderboards/%s/top?n=%d&from_rank=%d", big, n, from) }
+	top := func(from, n int) string {
+		return fmt.Sprintf("/v1/leaderboards/%s/top?n=%d&from_rank=%d", big, n, from)
+	}
 	rank := func(i, k int) string {
 		return fmt.Sprintf("/v1/leaderboards/%s/players/%s/rank?k=%d", big, worstPlayer(i), k)
 	}
