@@ -21,8 +21,9 @@ import (
 )
 
 // Get returns the scores of the given players in the period, in the order
-// asked, without the ones that have none. Reads are strongly consistent so
-// a player ranked among friends sees their own latest score.
+// asked, without the ones that have none. The first player's is read
+// strongly consistent, so a player ranked among friends sees their own
+// latest score; the others' eventually consistent, at half the reads.
 func (s *Scores) Get(ctx context.Context, board, period string, players []string) ([]leaderboards.Score, error) {
 	var keys []map[string]types.AttributeValue
 	seen := map[string]bool{}
@@ -32,10 +33,18 @@ func (s *Scores) Get(ctx context.Context, board, period string, players []string
 			keys = append(keys, s.key(board, period, p))
 		}
 	}
-	raw, err := ddb.BatchGet(ctx, s.DB, s.Table, keys, true)
-	if err != nil {
+	var own, others []map[string]types.AttributeValue
+	g, gctx := errgroup.WithContext(ctx)
+	if len(keys) > 0 {
+		g.Go(func() (err error) { own, err = ddb.BatchGet(gctx, s.DB, s.Table, keys[:1], true); return })
+	}
+	if len(keys) > 1 {
+		g.Go(func() (err error) { others, err = ddb.BatchGet(gctx, s.DB, s.Table, keys[1:], false); return })
+	}
+	if err := g.Wait(); err != nil {
 		return nil, unavailable(err, fmt.Sprintf("read scores %s/%s", board, period))
 	}
+	raw := append(own, others...)
 	found := make(map[string]leaderboards.Score, len(raw))
 	for _, r := range raw {
 		var it scoreItem
