@@ -11,10 +11,18 @@ import (
 
 // hooked is DynamoDB with a hook before every write call, told the
 // player_id of the call's first item (for a transaction, the list's
-// owner). An error from before fails the call unwritten.
+// owner). An error from before fails the call unwritten; after runs once
+// a write call returned.
 type hooked struct {
 	*dynamodb.Client
 	before func(ctx context.Context, write string) error
+	after  func()
+}
+
+func (d *hooked) done() {
+	if d.after != nil {
+		d.after()
+	}
 }
 
 func idOf(key map[string]types.AttributeValue) string {
@@ -35,6 +43,7 @@ func (d *hooked) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	if err := d.hook(ctx, in.Key); err != nil {
 		return nil, err
 	}
+	defer d.done()
 	return d.Client.UpdateItem(ctx, in, opts...)
 }
 
@@ -49,6 +58,7 @@ func (d *hooked) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	if err := d.hook(ctx, key); err != nil {
 		return nil, err
 	}
+	defer d.done()
 	return d.Client.TransactWriteItems(ctx, in, opts...)
 }
 
@@ -62,5 +72,6 @@ func (d *hooked) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItem
 			return nil, err
 		}
 	}
+	defer d.done()
 	return d.Client.BatchWriteItem(ctx, in, opts...)
 }
