@@ -105,6 +105,9 @@ func (s Spec) Validate() error {
 	if s.Target != All && !slices.Contains(Targets(), s.Target) {
 		return errs.Field("target", `must be one of counters, trending, leaderboard, streaks, friends, all`)
 	}
+	if s.Target == Friends && s.Kind != Recompute {
+		return errs.Field("target", `friends has only a recompute: kind "recompute"`)
+	}
 	if s.ID != "" && s.Target != Leaderboard {
 		return errs.Field("id", `names a leaderboard: it needs target "leaderboard"`)
 	}

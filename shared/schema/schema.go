@@ -241,6 +241,9 @@ const (
 	// AnalyticsSecrets item's, and (before that table existed) a Players
 	// item's, which the analytics shipper moves over (see analytics.SecretAttr).
 	AttrAnalyticsSecret = "analytics_secret"
+	// PlayersListedPrefix begins the key of a reverse friend entry,
+	// "listed#<friend>#<player>": player lists friend.
+	PlayersListedPrefix = "listed#"
 )
 
 // Streaks attributes.

@@ -38,7 +38,7 @@ import (
 // a subset of the list, so removals keep them exact.
 
 // listedPrefix begins the key of a reverse entry.
-const listedPrefix = "listed#"
+const listedPrefix = schema.PlayersListedPrefix
 
 // maxEntriesPerStep is how many reverse entries one transaction writes
 // besides the list (DynamoDB's limit is 100 items).
