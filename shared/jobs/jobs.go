@@ -46,11 +46,13 @@ const (
 	Trending    Target = "trending"
 	Leaderboard Target = "leaderboard"
 	Streaks     Target = "streaks"
-	All         Target = "all"
+	// Friends is the reverse friend entries of Players (recompute only).
+	Friends Target = "friends"
+	All     Target = "all"
 )
 
 // Targets lists the targets All runs, in order.
-func Targets() []Target { return []Target{Counters, Trending, Leaderboard, Streaks} }
+func Targets() []Target { return []Target{Counters, Trending, Leaderboard, Streaks, Friends} }
 
 // State is where a job is in its life.
 type State string
@@ -101,7 +103,10 @@ func (s Spec) Validate() error {
 		return errs.Field("source", `names the file of an import: it needs kind "import"`)
 	}
 	if s.Target != All && !slices.Contains(Targets(), s.Target) {
-		return errs.Field("target", `must be one of counters, trending, leaderboard, streaks, all`)
+		return errs.Field("target", `must be one of counters, trending, leaderboard, streaks, friends, all`)
+	}
+	if s.Target == Friends && s.Kind != Recompute {
+		return errs.Field("target", `friends has only a recompute: kind "recompute"`)
 	}
 	if s.ID != "" && s.Target != Leaderboard {
 		return errs.Field("id", `names a leaderboard: it needs target "leaderboard"`)

@@ -24,6 +24,8 @@ func TestAnImportNeedsASourceAndNothingElse(t *testing.T) {
 		{Spec{Kind: Import, Source: "s3://bucket/key", ID: "arena"}, "id"},
 		{Spec{Kind: Rebuild, Target: All, Source: "s3://bucket/key"}, "source"},
 		{Spec{Kind: "export", Target: All}, "kind"},
+		{Spec{Kind: Recompute, Target: Friends}, ""},
+		{Spec{Kind: Rebuild, Target: Friends}, "target"},
 	}
 	for _, tc := range cases {
 		err := tc.spec.Validate()

@@ -8,7 +8,9 @@ import "context"
 // the player's exported events cannot be tied to them.
 type Eraser struct {
 	Store interface {
-		ErasePlayer(ctx context.Context, player string) error
+		// ErasePlayer returns done false when it stopped short (its
+		// context ended): the next call continues.
+		ErasePlayer(ctx context.Context, player string) (done bool, err error)
 	}
 }
 
@@ -17,8 +19,5 @@ func (e *Eraser) Name() string { return "profile" }
 
 // Erase implements privacy.Part.
 func (e *Eraser) Erase(ctx context.Context, player string) (done bool, err error) {
-	if err := e.Store.ErasePlayer(ctx, player); err != nil {
-		return false, err
-	}
-	return true, nil
+	return e.Store.ErasePlayer(ctx, player)
 }

@@ -151,6 +151,8 @@ func dynamoFamilies() []Family {
 		// Players, AnalyticsSecrets, Streaks
 		{Name: "player profile and friends", Store: DynamoDB, Table: schema.Players.Name, Key: "<player>",
 			Lifetime: "kept: the source of truth", RemovedBy: "the player's erasure", Bounded: true},
+		{Name: "reverse friend entry", Store: DynamoDB, Table: schema.Players.Name, Key: schema.PlayersListedPrefix + "<player>#<player>",
+			Lifetime: "kept while the list names the friend", RemovedBy: "a friend-list PUT that drops the friend; either player's erasure", Bounded: true},
 		{Name: "analytics secret", Store: DynamoDB, Table: schema.AnalyticsSecrets.Name, Key: "<user>",
 			Lifetime: "kept: the user's pseudonym in the export", RemovedBy: "the user's erasure", Bounded: true},
 		{Name: "streak", Store: DynamoDB, Table: schema.Streaks.Name, Key: "<user>",

@@ -389,7 +389,9 @@ var (
 	PutFriends = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/friends", Function: "put-friends", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
 		Summary: "Replace a player's friend list",
-		Uses:    Uses{Calls: []Call{On(schema.Players, UpdateItem)}},
+		// The list and its reverse entries change in one transaction,
+		// conditioned on the list read (players/dynamo editFriends).
+		Uses: Uses{Calls: []Call{On(schema.Players, GetItem|UpdateItem|PutItem|DeleteItem|ConditionCheckItem)}},
 	}
 	PutProfile = Route{
 		Method: "PUT", Path: "/v1/players/{player_id}/profile", Function: "put-profile", Feature: Players, Auth: Service, Role: GameServer, Budget: ServiceBudget,
@@ -585,7 +587,10 @@ var ErasureProcessor = Processor{
 			// A closed period's archive: the page that holds the user, struck.
 			On(schema.Archives, GetItem|Query|PutItem|UpdateItem|DeleteItem),
 			On(schema.ScoreEvents, Query|BatchWriteItem),
-			On(schema.Players, GetItem|Scan|UpdateItem|BatchWriteItem),
+			// Whose lists name the user: the reverse entries' index, each
+			// list edited with its entry in one transaction.
+			On(schema.Players, GetItem|UpdateItem|DeleteItem|ConditionCheckItem|BatchWriteItem),
+			OnIndex(schema.Players, schema.IndexPlayersByListed, Query),
 			On(schema.Streaks, GetItem|BatchWriteItem), On(schema.Activity, Query|BatchWriteItem),
 			On(schema.Accounts, DeleteItem),
 			// It deletes a user's analytics secret and reads none.
@@ -854,6 +859,9 @@ var JobRunner = Processor{
 			// A close marks its period closed, walks the score index and
 			// writes the archive's pages and head.
 			OnIndex(schema.Scores, schema.IndexScoresByScore, Query), On(schema.Archives, GetItem|PutItem|BatchWriteItem),
+			// A friends recompute writes the reverse entries of the lists
+			// older than them.
+			On(schema.Players, Scan|PutItem|UpdateItem|ConditionCheckItem),
 		},
 		Redis: true,
 		// An import reads its file from the import bucket.

@@ -107,11 +107,16 @@ const (
 	AttrJobID     = "job_id"
 	AttrRunning   = "running"
 	AttrStartedAt = "started_at"
+	// AttrListedID and AttrListedBy key the Players by_listed index: on a
+	// reverse friend entry, the player listed and the player whose friend
+	// list names them.
+	AttrListedID = "listed_id"
+	AttrListedBy = "listed_by"
 )
 
 // UserIDAttrs are the attributes whose value is a user id, on any table:
 // logs write these as hashes (obs.WithUsers), never as they are.
-var UserIDAttrs = []string{AttrUserID, AttrPlayerID, AttrPlayerKey, AttrOwner}
+var UserIDAttrs = []string{AttrUserID, AttrPlayerID, AttrPlayerKey, AttrOwner, AttrListedID, AttrListedBy}
 
 // Non-key attribute names the stores name in expressions (conditions,
 // updates, projections, filters) or read from raw items. The dynamodbav
@@ -232,10 +237,17 @@ const (
 	AttrAvatarURL   = "avatar_url"
 	AttrRegion      = "region"
 	AttrFriendIDs   = "friend_ids"
+	// AttrFriendsIndexed marks a player whose friend list has its reverse
+	// entries (every list written since the by_listed index exists, and
+	// every older one the friends recompute has indexed).
+	AttrFriendsIndexed = "friends_indexed"
 	// AttrAnalyticsSecret is a player's analytics secret: an
 	// AnalyticsSecrets item's, and (before that table existed) a Players
 	// item's, which the analytics shipper moves over (see analytics.SecretAttr).
 	AttrAnalyticsSecret = "analytics_secret"
+	// PlayersListedPrefix begins the key of a reverse friend entry,
+	// "listed#<friend>#<player>": player lists friend.
+	PlayersListedPrefix = "listed#"
 )
 
 // Streaks attributes.
@@ -277,6 +289,7 @@ const (
 	IndexExportsPending     = "by_pending"
 	IndexBoardsByGame       = "by_game"
 	IndexBoardsByStatus     = "by_status"
+	IndexPlayersByListed    = "by_listed"
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
@@ -446,11 +459,20 @@ var ScoreEvents = Table{
 	Purpose:      "append-only score submissions, idempotent by match id",
 }
 
-// Players holds profiles (display names for boards) and friend lists.
+// Players holds profiles (display names for boards) and friend lists, and
+// one reverse entry per (player, friend) pair of every list, written in the
+// same transaction as the list: the sparse by_listed index, keyed by the
+// friend, finds whose lists name a player without a scan (an erasure).
 var Players = Table{
 	Name:         "Players",
 	PartitionKey: Key{AttrPlayerID, String},
-	Purpose:      "player profiles and friend lists",
+	GlobalIndexes: []Index{{
+		Name:         IndexPlayersByListed,
+		PartitionKey: Key{AttrListedID, String},
+		SortKey:      &Key{AttrListedBy, String},
+		Projection:   ProjectKeysOnly,
+	}},
+	Purpose: "player profiles, friend lists and their reverse entries",
 }
 
 // AnalyticsSecrets holds each user's analytics secret, the HMAC key of the

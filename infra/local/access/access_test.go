@@ -60,15 +60,21 @@ var grantedForRarePaths = map[string]string{
 		"users' records (the scenario's parked batches each hold one user's; the fault matrices in shared/faults scrub users from batches they share)",
 	"job-runner UpdateItem on Leaderboards": "its schedule keys boards defined before the listing index in it " +
 		"(leaderboards/dynamo Definitions.Relist); the scenario's deployment is new, with the schedule off",
-	"job-runner Query on Jobs/index/by_kind": scheduleOff,
-	"job-runner GetItem on Jobs":             scheduleOff,
+	"put-friends ConditionCheckItem on Players": "a list written before the reverse entries, longer than one " +
+		"transaction, gets its entries in steps (players/dynamo indexFriends); the scenario's deployment is new",
+	"put-friends DeleteItem on Players": "a PUT that drops a friend deletes its reverse entry; the scenario only adds",
+	"erasure-processor ConditionCheckItem on Players": "a reverse entry whose list no longer names the user is " +
+		"deleted on condition that it still does not (players/dynamo moveFriends)",
+	"job-runner PutItem on Players":            olderLists,
+	"job-runner UpdateItem on Players":         olderLists,
+	"job-runner ConditionCheckItem on Players": olderLists,
+	"job-runner Query on Jobs/index/by_kind":   scheduleOff,
+	"job-runner GetItem on Jobs":               scheduleOff,
 }
 
 // usedWhenRacing are grants the scenario needs only when two of its own
 // calls race: used or not, the test passes.
 var usedWhenRacing = map[string]string{
-	"erasure-processor GetItem on Players": "two erasures edit one friend list at once, and the later one reads " +
-		"it again (players/dynamo unfriend)",
 	"erasure-processor PutItem on Counters": "an erasure finds a count intent the counter processor has not " +
 		"finished yet, and finishes it, writing its markers (reactions Counts.FinishPending)",
 	"erasure-processor UpdateItem on Counters": "finishing such an intent, it marks the counts it moved dirty " +
@@ -83,6 +89,10 @@ var usedWhenRacing = map[string]string{
 // scheduleOff: the job runner's schedule looks up the last reconcile (by
 // kind, then the job); the scenario runs every job by hand, with the
 // schedule off.
+// olderLists: the friends recompute writes only for friend lists written
+// before the reverse entries existed.
+const olderLists = "the friends recompute indexes lists older than the reverse entries; the scenario's deployment is new"
+
 const scheduleOff = "the schedule looks up the last reconcile; the scenario runs every job by hand, with the schedule off"
 
 // releasedOnFailure: a write with an Idempotency-Key releases its claim

@@ -122,7 +122,7 @@ var Jobs = app.Feature{Name: routes.Operations, Bind: func(d *app.Deps) app.Hand
 func JobRunner(d *app.Deps) *jobs.Runner {
 	tasks := jobs.Tasks{}
 	closer := leaderboardsbind.Closer(d, exportsbind.Documents(d))
-	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d), Importer(d).Tasks(), closer.Tasks()} {
+	for _, t := range []jobs.Tasks{reactionsbind.Jobs(d), leaderboardsbind.Jobs(d), streaksbind.Jobs(d), playersbind.Jobs(d), Importer(d).Tasks(), closer.Tasks()} {
 		maps.Copy(tasks, t)
 	}
 	return &jobs.Runner{

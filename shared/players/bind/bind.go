@@ -5,6 +5,7 @@ package bind
 import (
 	"github.com/rallyhq/rally/shared/api"
 	"github.com/rallyhq/rally/shared/app"
+	"github.com/rallyhq/rally/shared/jobs"
 	"github.com/rallyhq/rally/shared/players"
 	"github.com/rallyhq/rally/shared/players/dynamo"
 	"github.com/rallyhq/rally/shared/routes"
@@ -28,3 +29,7 @@ func Store(d *app.Deps) *dynamo.Players {
 
 // Eraser erases a player's profile and friend-list entries.
 func Eraser(d *app.Deps) *players.Eraser { return &players.Eraser{Store: Store(d)} }
+
+// Jobs registers the friends recompute, which indexes the friend lists
+// written before their reverse entries existed.
+func Jobs(d *app.Deps) jobs.Tasks { return (&players.Jobs{Store: Store(d)}).Tasks() }

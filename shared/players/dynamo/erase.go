@@ -6,109 +6,100 @@ import (
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/rallyhq/rally/shared/clock"
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// friendsScanSegments is how many segments scan the Players table in
-// parallel for friend lists naming an erased player.
-const friendsScanSegments = 4
-
-// friendEditAttempts bounds the rewrites of one friend list that keeps
-// changing under the erasure.
-const friendEditAttempts = 16
+// listedPage is how many reverse entries one Query of an erasure reads.
+const listedPage = 100
 
 // ErasePlayer deletes the player's item (profile, friend list and every
-// other attribute stored there, such as the analytics secret) and takes the
-// player out of every other player's friend list.
+// other attribute stored there, such as the analytics secret) with the
+// reverse entries of their list, and takes the player out of every other
+// player's friend list.
 //
-// Friend lists are not indexed by member, so finding the lists that name
-// the player scans the whole table: O(players) reads per erasure. That is
-// acceptable because erasure is rare and runs asynchronously, off every
-// request path; the scan is spread over parallel segments, filtered and
-// projected to the key and the list so little is returned, and a re-run
-// simply finds nothing left to change.
-func (s *Players) ErasePlayer(ctx context.Context, player string) error {
+// The lists that name the player are found through the by_listed index,
+// one Query per page of them: the work is O(lists naming the player),
+// whatever the table's size. Each list loses the player in one
+// transaction with its reverse entry, so the index itself is the
+// checkpoint: a run cut short leaves exactly the entries still to do.
+// done is false when ctx ended first, or when the index, read again at the
+// end, still shows entries (it is eventually consistent): the next run
+// continues.
+func (s *Players) ErasePlayer(ctx context.Context, player string) (done bool, err error) {
+	if err := s.editFriends(ctx, player, func([]string) []string { return nil }, nil, false); err != nil {
+		return false, fmt.Errorf("erase a player's friend list: %w", err)
+	}
 	del := []types.WriteRequest{{DeleteRequest: &types.DeleteRequest{Key: s.key(player)}}}
 	if err := ddb.BatchWrite(ctx, s.DB, s.Table, del); err != nil {
-		return unavailable(err, "erase a player's profile")
+		return false, unavailable(err, "erase a player's profile")
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	for seg := range friendsScanSegments {
-		g.Go(func() error { return s.unfriendSegment(ctx, player, seg) })
-	}
-	return g.Wait()
-}
-
-// unfriendSegment takes the player out of every friend list in one scan
-// segment.
-func (s *Players) unfriendSegment(ctx context.Context, player string, seg int) error {
-	lists := ddb.MustBuild(expression.NewBuilder().
-		WithFilter(expression.Name(schema.AttrFriendIDs).Contains(player)).
-		WithProjection(expression.NamesList(expression.Name(schema.AttrPlayerID), expression.Name(schema.AttrFriendIDs))))
-	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(s.Table),
-		Segment:                   aws.Int32(int32(seg)),
-		TotalSegments:             aws.Int32(friendsScanSegments),
-		FilterExpression:          lists.Filter(),
-		ProjectionExpression:      lists.Projection(),
-		ExpressionAttributeNames:  lists.Names(),
-		ExpressionAttributeValues: lists.Values(),
-		ConsistentRead:            aws.Bool(true),
-	}
+	var from map[string]types.AttributeValue
+	again := false
 	for {
-		out, err := s.DB.Scan(ctx, in)
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		listers, next, err := s.listedBy(ctx, player, from)
 		if err != nil {
-			return unavailable(err, fmt.Sprintf("erase a player from friend lists: scan segment %d", seg))
+			return false, err
 		}
-		for _, raw := range out.Items {
-			var it playerItem
-			if err := attributevalue.UnmarshalMap(raw, &it); err != nil {
-				return fmt.Errorf("erase a player from friend lists: decode a friend list: %w", err)
+		for _, by := range listers {
+			if ctx.Err() != nil {
+				return false, nil
 			}
-			if err := s.unfriend(ctx, it.PlayerID, it.FriendIDs, player); err != nil {
-				return err
+			if err := s.unfriend(ctx, by, player); err != nil {
+				return false, err
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
+		switch {
+		case next != nil:
+			from = next
+		case from == nil && len(listers) == 0:
+			return true, nil
+		case again:
+			return false, nil
+		default:
+			// Once more from the start, for entries the index showed late.
+			from, again = nil, true
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
 
-// unfriend rewrites owner's friend list without player, on the condition
-// that the list is still the one read; when it changed meanwhile, it reads
-// the list again and retries.
-func (s *Players) unfriend(ctx context.Context, owner string, friends []string, player string) error {
-	what := "erase a player from the friend list of " + owner
-	for attempt := 0; attempt < friendEditAttempts; attempt++ {
-		if err := ddb.Pause(ctx, attempt); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if !slices.Contains(friends, player) {
-			return nil
-		}
-		kept := slices.DeleteFunc(slices.Clone(friends), func(f string) bool { return f == player })
-		unchanged := expression.Name(schema.AttrFriendIDs).Equal(expression.Value(friends))
-		edit := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(kept, clock.Now(s.Clock))).WithCondition(unchanged))
-		_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(owner), edit))
-		if err == nil {
-			return nil
-		}
-		if !ddb.IsConditionFailed(err) {
-			return unavailable(err, what)
-		}
-		if friends, err = s.Friends(ctx, owner); err != nil {
-			return err
+// listedBy reads a page of the players whose lists name player, from the
+// index position from (nil: the start).
+func (s *Players) listedBy(ctx context.Context, player string, from map[string]types.AttributeValue) ([]string, map[string]types.AttributeValue, error) {
+	out, err := s.DB.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.Table), IndexName: aws.String(schema.IndexPlayersByListed),
+		KeyConditionExpression:    aws.String("#listed = :player"),
+		ExpressionAttributeNames:  map[string]string{"#listed": schema.AttrListedID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":player": ddb.S(player)},
+		ExclusiveStartKey:         from,
+		Limit:                     aws.Int32(listedPage),
+	})
+	if err != nil {
+		return nil, nil, unavailable(err, "erase a player from friend lists: read whose lists name them")
+	}
+	listers := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if by, ok := it[schema.AttrListedBy].(*types.AttributeValueMemberS); ok {
+			listers = append(listers, by.Value)
 		}
 	}
-	return unavailable(fmt.Errorf("the list kept changing for %d attempts", friendEditAttempts), what)
+	return listers, out.LastEvaluatedKey, nil
+}
+
+// unfriend takes player out of by's list and deletes the reverse entry,
+// in one write conditioned on the list read.
+func (s *Players) unfriend(ctx context.Context, by, player string) error {
+	without := func(list []string) []string {
+		return slices.DeleteFunc(list, func(f string) bool { return f == player })
+	}
+	if err := s.editFriends(ctx, by, without, []string{player}, false); err != nil {
+		return fmt.Errorf("erase a player from the friend list of %s: %w", by, err)
+	}
+	return nil
 }

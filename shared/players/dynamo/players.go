@@ -1,5 +1,6 @@
 // Package dynamo stores players in the Players table: profiles and friend
-// lists, each written by its own update so neither undoes the other.
+// lists, each written by its own update so neither undoes the other, and
+// the reverse entries that say whose lists name a player.
 package dynamo
 
 import (
@@ -97,11 +98,12 @@ func (s *Players) Profiles(ctx context.Context, ids []string) (map[string]player
 	return out, nil
 }
 
-// PutFriends replaces the player's friend list.
+// PutFriends replaces the player's friend list, and its reverse entries
+// with it (see listedKey).
 func (s *Players) PutFriends(ctx context.Context, player string, friends []string) error {
-	update := ddb.MustBuild(expression.NewBuilder().WithUpdate(friendsUpdate(friends, clock.Now(s.Clock))))
-	if _, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(player), update)); err != nil {
-		return unavailable(err, "put friends of "+player)
+	err := s.editFriends(ctx, player, func([]string) []string { return friends }, nil, true)
+	if err != nil {
+		return fmt.Errorf("put friends of %s: %w", player, err)
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func TestProfilesAndFriendsDoNotOverwriteEachOther(t *testing.T) {
 func TestErasePlayerDeletesTheProfileAndTakesThePlayerOutOfEveryFriendList(t *testing.T) {
 	ctx := context.Background()
 	client, names, _ := testenv.DynamoDB(t)
-	db := &testenv.SmallPages{Client: client}
+	db := &hooked{Client: client}
 	clk := clock.NewSettable()
 	clk.Set(t0)
 	s := &dynamo.Players{DB: db, Table: names.Of(schema.Players), Clock: clk}
@@ -134,23 +134,24 @@ func TestErasePlayerDeletesTheProfileAndTakesThePlayerOutOfEveryFriendList(t *te
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Between the scan and the rewrite of bo's list, bo's list changes:
+	// Between the read and the rewrite of bo's list, bo's list changes:
 	// the rewrite must notice, read it again and keep the new friend.
 	var once sync.Once
-	db.BeforeUpdate = func(in *dynamodb.UpdateItemInput) {
-		if in.Key[schema.AttrPlayerID].(*types.AttributeValueMemberS).Value != "bo" {
-			return
+	db.before = func(_ context.Context, write string) error {
+		if write != "bo" {
+			return nil
 		}
 		once.Do(func() {
 			if err := (&dynamo.Players{DB: client, Table: s.Table, Clock: clk}).PutFriends(ctx, "bo", []string{"cy", erased, "zed"}); err != nil {
 				t.Error(err)
 			}
 		})
+		return nil
 	}
 	clk.Set(t0.Add(1))
 
-	if err := s.ErasePlayer(ctx, erased); err != nil {
-		t.Fatal(err)
+	if done, err := s.ErasePlayer(ctx, erased); err != nil || !done {
+		t.Fatal(done, err)
 	}
 	wantFriends := map[string][]string{"bo": {"cy", "zed"}, "cy": nil, "di": {"x", "y"}, "ed": {"bo", "erased-ann-2"}, "fa": nil, erased: nil}
 	check := func(when string) {
@@ -180,8 +181,8 @@ func TestErasePlayerDeletesTheProfileAndTakesThePlayerOutOfEveryFriendList(t *te
 	check("after erasure")
 	before := testenv.TableItems(t, client, names.Of(schema.Players))
 	clk.Set(t0.Add(2))
-	if err := s.ErasePlayer(ctx, erased); err != nil {
-		t.Fatal(err)
+	if done, err := s.ErasePlayer(ctx, erased); err != nil || !done {
+		t.Fatal(done, err)
 	}
 	check("after a second erasure")
 	if after := testenv.TableItems(t, client, names.Of(schema.Players)); !reflect.DeepEqual(before, after) {
