@@ -369,7 +369,10 @@ const (
 	TargetTrending    JobTarget = "trending"
 	TargetLeaderboard JobTarget = "leaderboard"
 	TargetStreaks     JobTarget = "streaks"
-	TargetAll         JobTarget = "all"
+	// TargetFriends indexes friend lists written before their reverse
+	// entries (recompute only).
+	TargetFriends JobTarget = "friends"
+	TargetAll     JobTarget = "all"
 )
 
 // JobState is where a job is in its life.
