@@ -203,15 +203,15 @@ func (a *Archives) Strike(ctx context.Context, d leaderboards.Definition, period
 			return false, archiveUnavailable(err, fmt.Sprintf("strike %s/%s/%d", d.ID, period, n))
 		}
 		if i == 0 {
-			return true, a.repoint(ctx, d, period, n, s, entries[1:])
+			// The pointer is the player's: they opened the page.
+			return true, a.rekey(ctx, d, period, n, s, entries[1:])
 		}
 		return true, nil
 	}
 }
 
-// repoint keys page n's pointer by the entry that opens the page now
-// (rest[0]) when it is keyed by the struck score s: a pointer put for the
-// new opener, then the struck one deleted.
+// repoint finishes a strike cut short: when page n's pointer is still
+// keyed by the struck score s, it is keyed again (see rekey).
 func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, period string, n int, s leaderboards.Score, rest []leaderboards.Entry) error {
 	struck := schema.ArchiveKeyPrefix + RankKey(d.Order, s.Score, s.ReachedAt, s.PlayerID)
 	out, err := a.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(a.Table), Key: a.key(d.ID, period, struck)})
@@ -221,6 +221,14 @@ func (a *Archives) repoint(ctx context.Context, d leaderboards.Definition, perio
 	if len(out.Item) == 0 {
 		return nil
 	}
+	return a.rekey(ctx, d, period, n, s, rest)
+}
+
+// rekey keys page n's pointer, keyed by the struck score s, by the entry
+// that opens the page now (rest[0]): a pointer put for the new opener,
+// then the struck one deleted.
+func (a *Archives) rekey(ctx context.Context, d leaderboards.Definition, period string, n int, s leaderboards.Score, rest []leaderboards.Entry) error {
+	struck := schema.ArchiveKeyPrefix + RankKey(d.Order, s.Score, s.ReachedAt, s.PlayerID)
 	if len(rest) > 0 {
 		e := rest[0]
 		av, err := attributevalue.MarshalMap(pointerItem{PK: PeriodKey(d.ID, period), SK: schema.ArchiveKeyPrefix + RankKey(d.Order, e.Score, e.ReachedAt, e.PlayerID), Page: n})
