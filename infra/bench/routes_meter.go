@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
@@ -22,6 +24,12 @@ import (
 type routesMeter struct {
 	mu sync.Mutex
 	by map[string]routesUsage
+	// tx, when set, prices transactions by DynamoDB's rules rather than
+	// as DynamoDB Local reports them (see txPricer).
+	tx *txPricer
+	// pricing is the time tx's reads took in each function since it was
+	// last taken: not the function's own time.
+	pricing map[string]time.Duration
 }
 
 // routesUsage is what one function consumed: capacity units read and
@@ -35,7 +43,9 @@ type routesUsage struct {
 	Failed                       int
 }
 
-func newRoutesMeter() *routesMeter { return &routesMeter{by: map[string]routesUsage{}} }
+func newRoutesMeter() *routesMeter {
+	return &routesMeter{by: map[string]routesUsage{}, pricing: map[string]time.Duration{}}
+}
 
 // APIOption adds the meter to an AWS client's middleware stack.
 func (m *routesMeter) APIOption(s *middleware.Stack) error {
@@ -51,8 +61,27 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 		return next.HandleInitialize(ctx, in)
 	}
 	routesAskCapacity(in.Parameters)
-	out, md, err := next.HandleInitialize(ctx, in)
 	op := middleware.GetOperationName(ctx)
+	var items []txItem
+	tx, priced := in.Parameters.(*dynamodb.TransactWriteItemsInput)
+	if priced = priced && m.tx != nil; priced {
+		start := time.Now()
+		var err error
+		items, err = m.tx.Before(context.WithoutCancel(unmetered(ctx)), tx)
+		m.addPricing(fn, time.Since(start))
+		if err != nil {
+			return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		}
+	}
+	out, md, err := next.HandleInitialize(ctx, in)
+	if priced && err == nil {
+		start := time.Now()
+		perr := m.tx.After(context.WithoutCancel(unmetered(ctx)), items)
+		m.addPricing(fn, time.Since(start))
+		if perr != nil {
+			return out, md, perr
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.by[fn]
@@ -64,6 +93,9 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 		u.Failed++
 	} else {
 		c := routesCapacityOf(op, out.Result)
+		if priced {
+			c = txPrice(items)
+		}
 		u.RCU += c.RCU
 		u.WCU += c.WCU
 		u.IndexRCU += c.IndexRCU
@@ -72,6 +104,27 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 	m.by[fn] = u
 	return out, md, err
 }
+
+// addPricing counts d as time fn spent pricing a transaction.
+func (m *routesMeter) addPricing(fn string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pricing[fn] += d
+}
+
+// TakePricing is the time pricing transactions took in fn since the last
+// call: what the cost section takes off fn's invocations.
+func (m *routesMeter) TakePricing(fn string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.pricing[fn]
+	delete(m.pricing, fn)
+	return d
+}
+
+// unmetered is ctx without the function it runs for: the meter lets
+// calls made with it through uncounted.
+func unmetered(ctx context.Context) context.Context { return app.WithFunction(ctx, "") }
 
 // Of is what function fn consumed so far (a copy).
 func (m *routesMeter) Of(fn string) routesUsage {
@@ -175,9 +228,6 @@ func routesCapacityOf(op string, result any) (c routesCapacity) {
 		} else {
 			c.IndexWCU += index
 		}
-	}
-	if op == "TransactWriteItems" {
-		c.RCU, c.WCU, c.IndexRCU, c.IndexWCU = 2*c.RCU, 2*c.WCU, 2*c.IndexRCU, 2*c.IndexWCU
 	}
 	return c
 }

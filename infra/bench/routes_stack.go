@@ -20,6 +20,7 @@ import (
 	"github.com/rallyhq/rally/shared/app"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
+	"github.com/rallyhq/rally/shared/schema"
 )
 
 // routesBudget is every budget while the route sections run: high enough
@@ -52,6 +53,17 @@ type routesStack struct {
 // with prefix) and Redis database db of env's redis-server, emptied first:
 // each section starts from nothing. configure adjusts the handlers' configuration after the raised
 // budgets, adjust the stack's options.
+// priceTransactions makes the meter price transactions by DynamoDB's
+// rules (txPricer): for the sections that report capacity, where the two
+// reads it adds per item do not count, unlike the latency sections.
+func (st *routesStack) priceTransactions() {
+	tables := map[string]schema.Table{}
+	for _, t := range schema.Tables() {
+		tables[st.Tables().Of(t)] = t
+	}
+	st.meter.tx = &txPricer{DB: st.Deps().DB, Tables: tables}
+}
+
 func routesStart(ctx context.Context, env *Env, prefix string, db int, configure func(*config.Config), adjust ...func(*stack.Options)) (*routesStack, error) {
 	redisURL := fmt.Sprintf("%s/%d", env.Redis.URL(), db)
 	opts, err := redis.ParseURL(redisURL)

@@ -61,8 +61,8 @@ func TestRoutesCapacityOf(t *testing.T) {
 			CapacityUnits: units(3), ReadCapacityUnits: units(1), WriteCapacityUnits: units(2),
 		}}, routesCapacity{RCU: 1, WCU: 2}},
 		{"a batch sums its tables", "BatchGetItem", &dynamodb.BatchGetItemOutput{ConsumedCapacity: []types.ConsumedCapacity{{CapacityUnits: units(1)}, {CapacityUnits: units(2.5)}}}, routesCapacity{RCU: 3.5}},
-		{"a transaction's writes are billed twice", "TransactWriteItems", &dynamodb.TransactWriteItemsOutput{ConsumedCapacity: []types.ConsumedCapacity{{
-			CapacityUnits: units(2), LocalSecondaryIndexes: map[string]types.Capacity{"l": {CapacityUnits: units(1)}},
+		{"a transaction's writes are taken as reported", "TransactWriteItems", &dynamodb.TransactWriteItemsOutput{ConsumedCapacity: []types.ConsumedCapacity{{
+			CapacityUnits: units(4), LocalSecondaryIndexes: map[string]types.Capacity{"l": {CapacityUnits: units(2)}},
 		}}}, routesCapacity{WCU: 4, IndexWCU: 2}},
 		{"no capacity reported", "PutItem", &dynamodb.PutItemOutput{}, routesCapacity{}},
 		{"an output without the field", "DescribeTable", &dynamodb.DescribeTableOutput{}, routesCapacity{}},

@@ -62,6 +62,7 @@ func benchWorst(ctx context.Context, env *Env) (Section, error) {
 		return sec, err
 	}
 	defer st.Close()
+	st.priceTransactions()
 	start := time.Now()
 	if err := worstSeed(ctx, st); err != nil {
 		return sec, err

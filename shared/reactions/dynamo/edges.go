@@ -22,9 +22,11 @@ import (
 	"github.com/rallyhq/rally/shared/schema"
 )
 
-// edgeItem is a Reactions item. listed_at and target_key exist only while
-// the edge is ACTIVE, and untrended_key only while it is ACTIVE and kept
-// out of trending, which keeps the three indexes sparse. trend is written
+// edgeItem is a Reactions item. listed_at exists only while a favorite is
+// ACTIVE (likes are never listed, so they stay out of by_time and cost
+// no write there), target_key only while the edge is ACTIVE, and
+// untrended_key only while it is ACTIVE and kept out of trending, which
+// keeps the three indexes sparse. trend is written
 // by every activation and kept by a deactivation, so the stream's old
 // image of a deactivation says what the activation it ends counted in.
 type edgeItem struct {
@@ -49,10 +51,18 @@ func (it edgeItem) trends() bool { return it.Trend == nil || *it.Trend }
 // edgeSK is the sort key of an edge: {kind}#{target}.
 func edgeSK(kind reactions.Kind, target string) string { return string(kind) + "#" + target }
 
-// listedAt orders a user's active edges of one kind by time in the by_time index.
+// listedAt orders a user's active edges of one kind by time in the by_time
+// index; "" for a kind no list reads (likes).
 func listedAt(kind reactions.Kind, at time.Time, target string) string {
+	if !listed(kind) {
+		return ""
+	}
 	return string(kind) + "#" + ddb.FormatTime(at) + "#" + target
 }
+
+// listed tells whether a kind's edges are listed newest first: favorites
+// are (GET /v1/users/{user_id}/favorites), likes are not.
+func listed(kind reactions.Kind) bool { return kind == reactions.Favorite }
 
 func (it edgeItem) edge() reactions.Edge {
 	return reactions.Edge{
@@ -106,9 +116,11 @@ func activate(ref reactions.Ref, at time.Time, trend reactions.Trend, cond expre
 		Set(expression.Name(schema.AttrTargetID), expression.Value(ref.TargetID)).
 		Set(expression.Name(schema.AttrCreatedAt), now).
 		Set(expression.Name(schema.AttrUpdatedAt), now).
-		Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID))).
 		Set(expression.Name(schema.AttrTarget), expression.Value(targetKey(ref.Target()))).
 		Set(expression.Name(schema.AttrTrend), expression.Value(bool(trend)))
+	if listed(ref.Kind) {
+		update = update.Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID)))
+	}
 	if trend {
 		update = update.Remove(expression.Name(schema.AttrUntrended))
 	} else {

@@ -333,3 +333,50 @@ func TestTheTrendFlagRidesFromEachActivationToItsEnd(t *testing.T) {
 		t.Fatalf("the deletion of an edge without the flag: %+v ok=%v %v; want -1 in trending", c, ok, err)
 	}
 }
+
+// capacityDB asks each UpdateItem for the capacity it consumed and sums it.
+type capacityDB struct {
+	*dynamodb.Client
+	wcu float64
+}
+
+func (c *capacityDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := c.Client.UpdateItem(ctx, in, o...)
+	if err == nil && out.ConsumedCapacity != nil {
+		c.wcu += aws.ToFloat64(out.ConsumedCapacity.CapacityUnits)
+	}
+	return out, err
+}
+
+// A favorite is listed newest first; a like is never listed, so it stays
+// out of the by_time index and its write costs one unit less: the edge and
+// its target's entry (2 WCU) against a favorite's 3.
+func TestALikeCostsNoListingWrite(t *testing.T) {
+	ctx := context.Background()
+	db, names, _ := testenv.DynamoDB(t)
+	c := &capacityDB{Client: db}
+	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
+	like := reactions.Ref{UserID: "fay", Kind: reactions.Like, TargetID: "p1"}
+	fav := reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: "g1"}
+	if _, _, err := s.Add(ctx, like, t0, reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	if c.wcu != 2 {
+		t.Errorf("a like cost %v WCU, want 2 (the edge and its target's entry)", c.wcu)
+	}
+	c.wcu = 0
+	if _, _, err := s.Add(ctx, fav, t0, reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	if c.wcu != 3 {
+		t.Errorf("a favorite cost %v WCU, want 3 (the edge, its place in the list and its target's entry)", c.wcu)
+	}
+	page, err := s.List(ctx, "fay", reactions.Favorite, 10, nil)
+	if err != nil || len(page.Edges) != 1 || page.Edges[0].TargetID != "g1" {
+		t.Fatalf("favorites list: %+v %v", page, err)
+	}
+	if got, err := s.CountActive(ctx, like.Target()); err != nil || got.Count != 1 {
+		t.Fatalf("the like must still count for its post: %+v %v", got, err)
+	}
+}
