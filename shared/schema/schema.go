@@ -293,11 +293,13 @@ const (
 )
 
 // Reactions holds user→target edges (favorites of games, likes of posts).
-// by_time is sparse (listed_at exists only while the edge is ACTIVE) so a
-// newest-first list needs no filter; by_target is sparse the same way so a
-// target's ACTIVE edges can be counted when rebuilding counters, and
-// by_untrended holds only the ACTIVE edges kept out of trending, so a
-// target's all-time trending total can be counted too.
+// by_time is sparse (listed_at exists only while a favorite is ACTIVE;
+// likes are never listed) so a newest-first list needs no filter;
+// by_target is sparse the same way so a target's ACTIVE edges can be
+// counted when rebuilding counters, those kept out of trending under a
+// key of their own (untrended#{kind}#{target}) so its all-time trending
+// total can be counted too. by_untrended holds only edges kept out of
+// trending before that split, until their next change.
 var Reactions = Table{
 	Name:         "Reactions",
 	PartitionKey: Key{AttrUserID, String},

@@ -24,9 +24,13 @@ import (
 
 // edgeItem is a Reactions item. listed_at exists only while a favorite is
 // ACTIVE (likes are never listed, so they stay out of by_time and cost
-// no write there), target_key only while the edge is ACTIVE, and
-// untrended_key only while it is ACTIVE and kept out of trending, which
-// keeps the three indexes sparse. trend is written
+// no write there) and target_key only while the edge is ACTIVE, which
+// keeps the indexes sparse. An edge kept out of trending has its
+// target_key in a partition of its own (untrendedPrefix), so by_target
+// alone counts a target's edges in and out of trending and a write
+// costs one index entry either way. untrended_key is only on edges
+// written before that (the by_untrended index): counting reads it too,
+// and the edge's next change removes it. trend is written
 // by every activation and kept by a deactivation, so the stream's old
 // image of a deactivation says what the activation it ends counted in.
 type edgeItem struct {
@@ -58,6 +62,19 @@ func listedAt(kind reactions.Kind, at time.Time, target string) string {
 		return ""
 	}
 	return string(kind) + "#" + ddb.FormatTime(at) + "#" + target
+}
+
+// untrendedPrefix puts an edge kept out of trending in a by_target
+// partition of its own.
+const untrendedPrefix = "untrended#"
+
+// edgeTargetKey is an ACTIVE edge's key in the by_target index: its
+// target's, in a partition apart when the edge is out of trending.
+func edgeTargetKey(t reactions.Target, trend reactions.Trend) string {
+	if trend {
+		return targetKey(t)
+	}
+	return untrendedPrefix + targetKey(t)
 }
 
 // listed tells whether a kind's edges are listed newest first: favorites
@@ -116,15 +133,11 @@ func activate(ref reactions.Ref, at time.Time, trend reactions.Trend, cond expre
 		Set(expression.Name(schema.AttrTargetID), expression.Value(ref.TargetID)).
 		Set(expression.Name(schema.AttrCreatedAt), now).
 		Set(expression.Name(schema.AttrUpdatedAt), now).
-		Set(expression.Name(schema.AttrTarget), expression.Value(targetKey(ref.Target()))).
-		Set(expression.Name(schema.AttrTrend), expression.Value(bool(trend)))
+		Set(expression.Name(schema.AttrTarget), expression.Value(edgeTargetKey(ref.Target(), trend))).
+		Set(expression.Name(schema.AttrTrend), expression.Value(bool(trend))).
+		Remove(expression.Name(schema.AttrUntrended))
 	if listed(ref.Kind) {
 		update = update.Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID)))
-	}
-	if trend {
-		update = update.Remove(expression.Name(schema.AttrUntrended))
-	} else {
-		update = update.Set(expression.Name(schema.AttrUntrended), expression.Value(targetKey(ref.Target())))
 	}
 	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }

@@ -380,3 +380,75 @@ func TestALikeCostsNoListingWrite(t *testing.T) {
 		t.Fatalf("the like must still count for its post: %+v %v", got, err)
 	}
 }
+
+// A target's counts come from its edges: those in trending, those kept
+// out (in a by_target partition of their own, at no extra index write),
+// and those kept out before that split (in by_untrended too).
+func TestCountingSeesEdgesInAndOutOfTrendingOldAndNew(t *testing.T) {
+	ctx := context.Background()
+	db, names, _ := testenv.DynamoDB(t)
+	c := &capacityDB{Client: db}
+	table := names.Of(schema.Reactions)
+	s := &dynamo.Edges{DB: c, Table: table}
+	g := reactions.Target{Kind: reactions.Favorite, ID: "g1"}
+	ref := func(user string) reactions.Ref { return reactions.Ref{UserID: user, Kind: g.Kind, TargetID: g.ID} }
+	if _, _, err := s.Add(ctx, ref("fan"), t0, reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	c.wcu = 0
+	if _, _, err := s.Add(ctx, ref("young"), t0, reactions.OutOfTrending); err != nil {
+		t.Fatal(err)
+	}
+	if c.wcu != 3 {
+		t.Errorf("a favorite kept out of trending cost %v WCU, want 3 as any other", c.wcu)
+	}
+	// An edge kept out of trending as it was written before the split.
+	legacy := map[string]types.AttributeValue{
+		schema.AttrUserID: &types.AttributeValueMemberS{Value: "old"}, schema.AttrEdge: &types.AttributeValueMemberS{Value: "favorite#g1"},
+		"kind": &types.AttributeValueMemberS{Value: "favorite"}, "target_id": &types.AttributeValueMemberS{Value: "g1"},
+		schema.AttrState: &types.AttributeValueMemberS{Value: string(reactions.Active)}, schema.AttrVer: &types.AttributeValueMemberN{Value: "1"},
+		schema.AttrListedAt: &types.AttributeValueMemberS{Value: "favorite#2020-01-01T00:00:00.000Z#g1"},
+		schema.AttrTarget:   &types.AttributeValueMemberS{Value: "favorite#g1"}, schema.AttrUntrended: &types.AttributeValueMemberS{Value: "favorite#g1"},
+		"trend": &types.AttributeValueMemberBOOL{Value: false},
+	}
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: legacy}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(count, trending int64) {
+		t.Helper()
+		got, err := s.CountActive(ctx, g)
+		if err != nil || got != (reactions.Totals{Count: count, Trending: trending}) {
+			t.Fatalf("counted %+v (%v), want %d edges, %d in trending", got, err, count, trending)
+		}
+	}
+	want(3, 1)
+	if _, _, err := s.Remove(ctx, ref("young"), t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 1)
+	// The old edge's next change leaves by_untrended behind.
+	if _, _, err := s.Remove(ctx, ref("old"), t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Add(ctx, ref("old"), t0.Add(2*time.Minute), reactions.InTrending); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 2)
+	targets, _, err := s.ScanTargets(ctx, nil)
+	if err != nil || len(targets) != 1 || targets[0] != g {
+		t.Fatalf("targets: %v %v", targets, err)
+	}
+	if _, _, err := s.Add(ctx, ref("young-2"), t0, reactions.OutOfTrending); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(ctx, ref("fan"), t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Remove(ctx, ref("old"), t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want(1, 0)
+	if targets, _, err = s.ScanTargets(ctx, nil); err != nil || len(targets) != 1 || targets[0] != g {
+		t.Fatalf("a target whose every edge is out of trending must still be found: %v %v", targets, err)
+	}
+}

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,26 +21,31 @@ import (
 var _ reactions.ActiveEdges = (*Edges)(nil)
 
 // CountActive counts a target's ACTIVE edges in the sparse by_target
-// index (an edge leaves it when it stops being active), and those of them
-// kept out of trending in the sparse by_untrended index (an edge is there
-// only while it is ACTIVE and out of trending): the rest count in
-// trending.
+// index (an edge leaves it when it stops being active): in the target's
+// partition those counting in trending, in its untrended partition those
+// kept out. An edge kept out before the partitions were split is in the
+// target's partition and in the sparse by_untrended index: it counts
+// out of trending.
 func (s *Edges) CountActive(ctx context.Context, t reactions.Target) (reactions.Totals, error) {
-	active, err := s.countIndex(ctx, schema.IndexReactionsByTarget, schema.AttrTarget, t)
+	in, err := s.countIndex(ctx, schema.IndexReactionsByTarget, schema.AttrTarget, targetKey(t))
 	if err != nil {
 		return reactions.Totals{}, fmt.Errorf("count active edges of %s: %w", t, err)
 	}
-	untrended, err := s.countIndex(ctx, schema.IndexReactionsUntrended, schema.AttrUntrended, t)
+	out, err := s.countIndex(ctx, schema.IndexReactionsByTarget, schema.AttrTarget, untrendedPrefix+targetKey(t))
 	if err != nil {
 		return reactions.Totals{}, fmt.Errorf("count active edges of %s out of trending: %w", t, err)
 	}
-	return reactions.Totals{Count: active, Trending: active - untrended}, nil
+	legacy, err := s.countIndex(ctx, schema.IndexReactionsUntrended, schema.AttrUntrended, targetKey(t))
+	if err != nil {
+		return reactions.Totals{}, fmt.Errorf("count active edges of %s out of trending: %w", t, err)
+	}
+	return reactions.Totals{Count: in + out, Trending: in - legacy}, nil
 }
 
-// countIndex counts the items of an index keyed by target key.
-func (s *Edges) countIndex(ctx context.Context, index, key string, t reactions.Target) (int64, error) {
+// countIndex counts the items of an index under one key.
+func (s *Edges) countIndex(ctx context.Context, index, attr, key string) (int64, error) {
 	in := ddb.QueryInput(s.Table, ddb.MustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(key).Equal(expression.Value(targetKey(t))))))
+		expression.Key(attr).Equal(expression.Value(key)))))
 	in.IndexName = aws.String(index)
 	in.Select = types.SelectCount
 	var n int64
@@ -78,7 +84,7 @@ func (s *Edges) ScanTargets(ctx context.Context, after reactions.Position) ([]re
 		if !ok {
 			continue
 		}
-		t, ok := parseTargetKey(raw.Value)
+		t, ok := parseTargetKey(strings.TrimPrefix(raw.Value, untrendedPrefix))
 		if ok && !seen[t] {
 			seen[t] = true
 			targets = append(targets, t)
