@@ -44,9 +44,12 @@ func Stored(resp Response) (idempotency.Result, error) {
 	return idempotency.Result{Status: status, Body: body}, nil
 }
 
+// ReplayedHeader marks a response that answers a retry.
+const ReplayedHeader = "Idempotent-Replayed"
+
 // Replay turns a stored result back into a response.
 func Replay(res idempotency.Result) Response {
-	return Response{Status: res.Status, Body: json.RawMessage(res.Body), Headers: map[string]string{"Idempotent-Replayed": "true"}}
+	return Response{Status: res.Status, Body: json.RawMessage(res.Body), Headers: map[string]string{ReplayedHeader: "true"}}
 }
 
 // Idempotent runs fn once per Idempotency-Key (when the request carries

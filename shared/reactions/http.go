@@ -165,8 +165,8 @@ func (a *API) UnlikePost(ctx context.Context, r *api.Request) (api.Response, err
 }
 
 // ToggleLike serves POST /v1/posts/{post_id}/like/toggle. With an
-// Idempotency-Key, the stored response commits in the same transaction as
-// the flip, so a retry can never flip twice.
+// Idempotency-Key, the flip records the key on the edge in the same
+// write, so a retry is answered as the first was and never flips twice.
 func (a *API) ToggleLike(ctx context.Context, r *api.Request) (api.Response, error) {
 	c, t, err := writeTarget(r, Like, "post_id")
 	if err != nil {
@@ -176,30 +176,17 @@ func (a *API) ToggleLike(ctx context.Context, r *api.Request) (api.Response, err
 	if err != nil {
 		return api.Response{}, err
 	}
-	if key == "" {
-		e, err := a.Service.Toggle(ctx, c, t, nil)
-		if err != nil {
-			return api.Response{}, err
-		}
-		return likeResponse(e, true), nil
+	var commit *Commit
+	if key != "" {
+		commit = &Commit{Key: key, Hash: r.IdempotencyHash()}
 	}
-	claim, stored, err := a.Idempotency.Begin(ctx, idempotency.Key{Route: routes.ToggleLike.Function, Caller: c.Player, Value: key}, r.IdempotencyHash())
+	e, err := a.Service.Toggle(ctx, c, t, commit)
 	if err != nil {
 		return api.Response{}, err
 	}
-	if stored != nil {
-		return api.Replay(*stored), nil
-	}
-	var resp api.Response
-	_, err = a.Service.Toggle(ctx, c, t, &Commit{Claim: claim, Respond: func(after Edge) (idempotency.Result, error) {
-		resp = likeResponse(after, true)
-		return api.Stored(resp)
-	}})
-	if err != nil {
-		if rerr := a.Idempotency.Release(context.WithoutCancel(ctx), claim); rerr != nil {
-			a.Service.Log.WarnContext(ctx, "idempotency claim not released", "error", rerr.Error())
-		}
-		return api.Response{}, err
+	resp := likeResponse(e, true)
+	if commit != nil && commit.Replayed {
+		resp.Headers = map[string]string{api.ReplayedHeader: "true"}
 	}
 	return resp, nil
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/rallyhq/rally/shared/games"
-	"github.com/rallyhq/rally/shared/idempotency"
 )
 
 // Kind is the kind of a reaction edge.
@@ -242,13 +241,26 @@ type Edges interface {
 	List(ctx context.Context, user string, kind Kind, limit int, after Position) (Page, error)
 }
 
-// Commit completes an Idempotency-Key claim atomically with an edge change:
-// Respond turns the edge as it will be after the change into the response
-// stored for retries.
+// Commit names the request a toggle answers when it carries an
+// Idempotency-Key. The edge itself remembers the keys of its latest
+// flips (FlipMemory of them, each for FlipMemoryFor), written with the
+// flip in one conditional write: a retry finds its key and is answered
+// with the edge as that flip left it, and does not flip again.
 type Commit struct {
-	Claim   *idempotency.Claim
-	Respond func(after Edge) (idempotency.Result, error)
+	Key  string // the Idempotency-Key
+	Hash string // the request's fingerprint (idempotency.Hash)
+	// Replayed is set by Toggle when the key had flipped the edge
+	// already.
+	Replayed bool
 }
+
+// An edge remembers the keys of its last FlipMemory flips, each for
+// FlipMemoryFor (an Idempotency-Key's life): a retry is recognised unless
+// its edge was flipped FlipMemory times since, within the day.
+const (
+	FlipMemory    = 16
+	FlipMemoryFor = 24 * time.Hour
+)
 
 // Games is what lists read of game metadata (shared/games) to show beside
 // each game id.

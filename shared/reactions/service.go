@@ -71,8 +71,9 @@ func (s *Service) Unreact(ctx context.Context, c Caller, t Target) (Edge, bool, 
 	return e, changed, nil
 }
 
-// Toggle flips c.Player's edge to the target; commit, when given, stores
-// the response for the request's Idempotency-Key in the same transaction.
+// Toggle flips c.Player's edge to the target; commit, when given, names
+// the request's Idempotency-Key, and a retry of it flips nothing
+// (commit.Replayed).
 func (s *Service) Toggle(ctx context.Context, c Caller, t Target, commit *Commit) (Edge, error) {
 	ref, now := c.ref(t), s.Clock.Now()
 	trend, why := s.trend(ctx, ref, now)
@@ -80,7 +81,9 @@ func (s *Service) Toggle(ctx context.Context, c Caller, t Target, commit *Commit
 	if err != nil {
 		return Edge{}, err
 	}
-	s.flipped(ctx, e, now, why)
+	if commit == nil || !commit.Replayed {
+		s.flipped(ctx, e, now, why)
+	}
 	s.remember(ctx, e)
 	return e, nil
 }

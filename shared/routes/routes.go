@@ -293,7 +293,7 @@ var (
 	ToggleLike = Route{
 		Method: "POST", Path: "/v1/posts/{post_id}/like/toggle", Function: "toggle-like", Feature: Reactions, Auth: Player, Budget: LikeBudget,
 		Summary: "Flip the caller's like of a post",
-		Uses:    Uses{Calls: []Call{On(schema.Reactions, GetItem|UpdateItem), idempotencyKeys}, Redis: true},
+		Uses:    Uses{Calls: []Call{On(schema.Reactions, GetItem|UpdateItem)}, Redis: true},
 	}
 	CountLikes = Route{
 		Method: "GET", Path: "/v1/posts/{post_id}/likes/count", Function: "count-likes", Feature: Reactions, Auth: Player, Budget: ReadBudget,

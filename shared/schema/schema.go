@@ -155,8 +155,11 @@ const (
 // all-time trending total beside its count in Counters (a total item
 // without it predates the controls and trends as its count).
 const (
-	AttrTrend      = "trend"
-	AttrUntrended  = "untrended_key"
+	AttrTrend     = "trend"
+	AttrUntrended = "untrended_key"
+	// AttrFlips are an edge's latest flips made with an Idempotency-Key
+	// (a toggle remembers its keys on the edge itself).
+	AttrFlips      = "flips"
 	AttrTrendTotal = "trend_total"
 )
 

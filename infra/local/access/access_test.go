@@ -49,7 +49,6 @@ var grantedForRarePaths = map[string]string{
 	"dlq-archiver reads the Exports stream":     parkedOnly,
 
 	"favorite-game DeleteItem on Idempotency": releasedOnFailure,
-	"toggle-like DeleteItem on Idempotency":   releasedOnFailure,
 	"redrive-dead-letters PutItem on DeadLetters": "a redrive that fails again keeps the rest of its batch archived " +
 		"(deadletters.Archive.Retry)",
 	"erase-user GetItem on Erasures": "a request while the user's erasure is pending is answered with it " +

@@ -70,7 +70,7 @@ func bindReactions(d *app.Deps) app.Handlers {
 
 // Edges is the store of reaction edges.
 func Edges(d *app.Deps) *dynamo.Edges {
-	return &dynamo.Edges{DB: d.DB, Table: d.Table(schema.Reactions), Idempotency: d.Idempotency()}
+	return &dynamo.Edges{DB: d.DB, Table: d.Table(schema.Reactions)}
 }
 
 // Counts is the store of durable counts and trending buckets.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/errs"
-	"github.com/rallyhq/rally/shared/idempotency"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/schema"
 )
@@ -46,6 +45,9 @@ type edgeItem struct {
 	TargetKey    string `dynamodbav:"target_key,omitempty"`
 	Trend        *bool  `dynamodbav:"trend"`
 	UntrendedKey string `dynamodbav:"untrended_key,omitempty"`
+	// Flips are the edge's latest flips made with an Idempotency-Key
+	// (flipMark), oldest first.
+	Flips []string `dynamodbav:"flips,omitempty"`
 }
 
 // trends reports whether the edge's latest activation counts in trending;
@@ -94,9 +96,8 @@ func (it edgeItem) edge() reactions.Edge {
 
 // Edges stores reaction edges in the Reactions table.
 type Edges struct {
-	DB          ddb.DB
-	Table       string
-	Idempotency *idempotency.Store
+	DB    ddb.DB
+	Table string
 }
 
 var _ reactions.Edges = (*Edges)(nil)
@@ -126,6 +127,11 @@ func edgeAt(ver int64) expression.ConditionBuilder {
 // activate is the update that makes an edge ACTIVE at `at`, counting in
 // trending or not, under cond.
 func activate(ref reactions.Ref, at time.Time, trend reactions.Trend, cond expression.ConditionBuilder) expression.Expression {
+	return ddb.MustBuild(expression.NewBuilder().WithUpdate(activation(ref, at, trend)).WithCondition(cond))
+}
+
+// activation sets what an ACTIVE edge holds.
+func activation(ref reactions.Ref, at time.Time, trend reactions.Trend) expression.UpdateBuilder {
 	now := expression.Value(ddb.FormatTime(at))
 	update := expression.Set(edgeState, expression.Value(string(reactions.Active))).
 		Set(edgeVer, expression.Plus(expression.IfNotExists(edgeVer, expression.Value(0)), expression.Value(1))).
@@ -139,19 +145,23 @@ func activate(ref reactions.Ref, at time.Time, trend reactions.Trend, cond expre
 	if listed(ref.Kind) {
 		update = update.Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID)))
 	}
-	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
+	return update
 }
 
 // deactivate is the update that makes an edge REMOVED at `at`, under cond.
 // It keeps trend: the stream's old image carries it to the counter.
 func deactivate(at time.Time, cond expression.ConditionBuilder) expression.Expression {
-	update := expression.Set(edgeState, expression.Value(string(reactions.Removed))).
+	return ddb.MustBuild(expression.NewBuilder().WithUpdate(deactivation(at)).WithCondition(cond))
+}
+
+// deactivation sets what a REMOVED edge holds and drops its index keys.
+func deactivation(at time.Time) expression.UpdateBuilder {
+	return expression.Set(edgeState, expression.Value(string(reactions.Removed))).
 		Set(edgeVer, edgeVer.Plus(expression.Value(1))).
 		Set(expression.Name(schema.AttrUpdatedAt), expression.Value(ddb.FormatTime(at))).
 		Remove(expression.Name(schema.AttrListedAt)).
 		Remove(expression.Name(schema.AttrTarget)).
 		Remove(expression.Name(schema.AttrUntrended))
-	return ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(cond))
 }
 
 // Add makes the edge ACTIVE unless it already is.
@@ -196,88 +206,76 @@ func (s *Edges) change(ctx context.Context, ref reactions.Ref, in *dynamodb.Upda
 }
 
 // Toggle flips the edge with a version-guarded write, retrying when another
-// write to the same edge wins the race. With commit, the idempotency record
-// completes in the same transaction, so a retry of the request can never
-// flip the edge a second time.
+// write to the same edge wins the race. With commit, the flip also
+// records the request's key on the edge, in the same write: a retry
+// (even one racing the first) finds it and gets the edge as that flip
+// left it, with commit.Replayed set, and nothing is written; the same key
+// with another request is refused.
 func (s *Edges) Toggle(ctx context.Context, ref reactions.Ref, at time.Time, trend reactions.Trend, commit *reactions.Commit) (reactions.Edge, error) {
 	for attempt := 0; attempt < 16; attempt++ {
-		cur, err := s.get(ctx, ref)
+		it, err := s.item(ctx, ref)
 		if err != nil {
 			return reactions.Edge{}, err
+		}
+		cur := reactions.Edge{Ref: ref, State: reactions.Removed}
+		if it != nil {
+			cur = it.edge()
+		}
+		var flips []string
+		if commit != nil && it != nil {
+			mark, ok := findFlip(it.Flips, commit.Key, at)
+			if ok && mark.hash != flipHash(commit.Hash) {
+				return reactions.Edge{}, errs.New(errs.KeyReused, "this Idempotency-Key was used with a different request")
+			}
+			if ok {
+				commit.Replayed = true
+				cur.State = mark.state
+				return cur, nil
+			}
+			flips = it.Flips
 		}
 		after := cur
 		after.Version = cur.Version + 1
 		after.UpdatedAt = at
-		var change expression.Expression
+		var update expression.UpdateBuilder
 		if cur.Active() {
 			after.State = reactions.Removed
-			change = deactivate(at, edgeAt(cur.Version))
+			update = deactivation(at)
 		} else {
 			after.State, after.CreatedAt = reactions.Active, at
-			change = activate(ref, at, trend, edgeAt(cur.Version))
+			update = activation(ref, at, trend)
 		}
-		err = s.commit(ctx, ref, change, after, commit)
-		if err == nil {
+		if commit != nil {
+			update = update.Set(expression.Name(schema.AttrFlips), expression.Value(remember(flips, flipMark{
+				key: flipKey(commit.Key), hash: flipHash(commit.Hash), state: after.State, at: at,
+			})))
+		}
+		change := ddb.MustBuild(expression.NewBuilder().WithUpdate(update).WithCondition(edgeAt(cur.Version)))
+		_, err = s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, s.key(ref), change))
+		switch {
+		case err == nil:
 			return after, nil
-		}
-		if !errors.Is(err, errLostRace) {
-			return reactions.Edge{}, err
+		case !ddb.IsConditionFailed(err):
+			return reactions.Edge{}, unavailable(err, "toggle edge "+ref.String())
 		}
 	}
 	return reactions.Edge{}, errs.New(errs.Conflict, "the reaction is changing too fast; retry")
 }
 
-var errLostRace = errors.New("edge changed concurrently")
-
-func (s *Edges) commit(ctx context.Context, ref reactions.Ref, change expression.Expression, after reactions.Edge, commit *reactions.Commit) error {
-	key := s.key(ref)
-	if commit == nil {
-		_, err := s.DB.UpdateItem(ctx, ddb.UpdateInput(s.Table, key, change))
-		if ddb.IsConditionFailed(err) {
-			return errLostRace
-		}
-		if err != nil {
-			return unavailable(err, "toggle edge "+after.Ref.String())
-		}
-		return nil
-	}
-	res, err := commit.Respond(after)
-	if err != nil {
-		return err
-	}
-	_, err = s.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: ddb.TransactUpdate(s.Table, key, change)},
-		{Update: s.Idempotency.CompleteUpdate(commit.Claim, res)},
-	}})
-	if failed, ok := ddb.CancelledBy(err); ok {
-		for _, i := range failed {
-			if i == 1 {
-				return errs.New(errs.Conflict, "the Idempotency-Key was taken over by another request")
-			}
-		}
-		if len(failed) > 0 {
-			return errLostRace
-		}
-	}
-	if err != nil {
-		return unavailable(err, "toggle edge "+after.Ref.String())
-	}
-	return nil
-}
-
-func (s *Edges) get(ctx context.Context, ref reactions.Ref) (reactions.Edge, error) {
+// item reads the edge's item, strongly consistent; nil when it has none.
+func (s *Edges) item(ctx context.Context, ref reactions.Ref) (*edgeItem, error) {
 	out, err := s.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: s.key(ref), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return reactions.Edge{}, unavailable(err, "read edge "+ref.String())
+		return nil, unavailable(err, "read edge "+ref.String())
 	}
 	if len(out.Item) == 0 {
-		return reactions.Edge{Ref: ref, State: reactions.Removed}, nil
+		return nil, nil
 	}
 	var it edgeItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return reactions.Edge{}, fmt.Errorf("decode edge %s: %w", ref, err)
+		return nil, fmt.Errorf("decode edge %s: %w", ref, err)
 	}
-	return it.edge(), nil
+	return &it, nil
 }
 
 // Get reads user's edges to targets with strongly consistent reads, so a

@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"reflect"
@@ -16,8 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rallyhq/rally/infra/local/testenv"
-	"github.com/rallyhq/rally/shared/clock"
-	"github.com/rallyhq/rally/shared/idempotency"
+	"github.com/rallyhq/rally/shared/errs"
 	"github.com/rallyhq/rally/shared/reactions"
 	"github.com/rallyhq/rally/shared/reactions/dynamo"
 	"github.com/rallyhq/rally/shared/schema"
@@ -31,10 +29,7 @@ var t0 = time.Date(time.Now().Year()+1, 11, 22, 10, 0, 0, 0, time.UTC)
 func newEdges(t *testing.T) *dynamo.Edges {
 	t.Helper()
 	db, names, _ := testenv.DynamoDB(t)
-	return &dynamo.Edges{
-		DB: db, Table: names.Of(schema.Reactions),
-		Idempotency: &idempotency.Store{DB: db, Table: names.Of(schema.Idempotency), Clock: clock.Fixed(t0)},
-	}
+	return &dynamo.Edges{DB: db, Table: names.Of(schema.Reactions)}
 }
 
 func TestAddAndRemoveChangeStateOnceAndBumpTheVersion(t *testing.T) {
@@ -160,31 +155,118 @@ func TestRacingAddsAndRemovesEndInTheLastSuccessfulWrite(t *testing.T) {
 	}
 }
 
-// With an Idempotency-Key, the flip and the stored response commit
-// together: the record is COMPLETED with the response of the flip.
-func TestToggleCommitsTheIdempotencyRecordWithTheFlip(t *testing.T) {
+// With an Idempotency-Key, the flip records the key on the edge: a retry
+// gets the edge as the flip left it and flips nothing, even after other
+// flips; the key with another request is refused; a toggle costs the
+// edge's write and its target's entry, 2 WCU, as one without a key.
+func TestAToggleRetryFindsItsFlipOnTheEdge(t *testing.T) {
 	ctx := context.Background()
-	s := newEdges(t)
+	db, names, _ := testenv.DynamoDB(t)
+	c := &capacityDB{Client: db}
+	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
 	ref := reactions.Ref{UserID: "dave", Kind: reactions.Like, TargetID: "p7"}
-	key := idempotency.Key{Route: "toggle-like", Caller: "dave", Value: "k1"}
-	claim, stored, err := s.Idempotency.Begin(ctx, key, "h")
-	if err != nil || stored != nil {
-		t.Fatalf("begin: %v %v", stored, err)
+	toggle := func(at time.Time, key, hash string) (reactions.Edge, bool, error) {
+		commit := &reactions.Commit{Key: key, Hash: hash}
+		e, err := s.Toggle(ctx, ref, at, reactions.InTrending, commit)
+		return e, commit.Replayed, err
 	}
-	e, err := s.Toggle(ctx, ref, t0, reactions.InTrending, &reactions.Commit{Claim: claim, Respond: func(after reactions.Edge) (idempotency.Result, error) {
-		body, _ := json.Marshal(map[string]bool{"liked": after.Active()})
-		return idempotency.Result{Status: 200, Body: body}, nil
-	}})
-	if err != nil || !e.Active() || e.Version != 1 {
-		t.Fatalf("toggle: %+v %v", e, err)
+	e, replayed, err := toggle(t0, "k1", "h1")
+	if err != nil || !e.Active() || e.Version != 1 || replayed {
+		t.Fatalf("toggle: %+v replayed=%v %v", e, replayed, err)
 	}
-	_, stored, err = s.Idempotency.Begin(ctx, key, "h")
-	if err != nil || stored == nil || string(stored.Body) != `{"liked":true}` {
-		t.Fatalf("retry must see the stored response: %+v %v", stored, err)
+	if c.wcu != 2 {
+		t.Errorf("a keyed toggle cost %v WCU, want 2", c.wcu)
 	}
-	e, err = s.Toggle(ctx, ref, t0.Add(time.Second), reactions.InTrending, nil)
-	if err != nil || e.Active() || e.Version != 2 {
-		t.Fatalf("second toggle: %+v %v", e, err)
+	if e, replayed, err = toggle(t0.Add(time.Second), "k1", "h1"); err != nil || !e.Active() || e.Version != 1 || !replayed {
+		t.Fatalf("a retry must replay the flip: %+v replayed=%v %v", e, replayed, err)
+	}
+	if e, _, err = toggle(t0.Add(2*time.Second), "k2", "h2"); err != nil || e.Active() || e.Version != 2 {
+		t.Fatalf("another key flips again: %+v %v", e, err)
+	}
+	// The first key's retry, after the second flip, still answers liked.
+	if e, replayed, err = toggle(t0.Add(3*time.Second), "k1", "h1"); err != nil || !e.Active() || !replayed {
+		t.Fatalf("a late retry must replay the first flip's state: %+v replayed=%v %v", e, replayed, err)
+	}
+	if _, _, err = toggle(t0.Add(4*time.Second), "k1", "another request"); !errs.Is(err, errs.KeyReused) {
+		t.Fatalf("the key with another request: %v, want key reused", err)
+	}
+	if e, err := s.Get(ctx, "dave", reactions.Like, []string{"p7"}); err != nil || e["p7"].Active() || e["p7"].Version != 2 {
+		t.Fatalf("retries must have changed nothing: %+v %v", e, err)
+	}
+	// A day later the key is forgotten, as an Idempotency-Key record would be.
+	if e, replayed, err = toggle(t0.Add(reactions.FlipMemoryFor+time.Minute), "k1", "h1"); err != nil || replayed || !e.Active() {
+		t.Fatalf("a day later the key is new: %+v replayed=%v %v", e, replayed, err)
+	}
+}
+
+// Retries racing the first attempt flip the edge once: the losers find
+// the winner's key when they read the edge again.
+func TestRacingRetriesOfAToggleFlipOnce(t *testing.T) {
+	s := newEdges(t)
+	ref := reactions.Ref{UserID: "gus", Kind: reactions.Like, TargetID: "p9"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	liked, replays := 0, 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			commit := &reactions.Commit{Key: "same", Hash: "h"}
+			e, err := s.Toggle(context.Background(), ref, t0, reactions.InTrending, commit)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Active() {
+				liked++
+			}
+			if commit.Replayed {
+				replays++
+			}
+		}()
+	}
+	wg.Wait()
+	if liked != 8 || replays != 7 {
+		t.Fatalf("%d answers liked and %d replayed, want 8 and 7", liked, replays)
+	}
+	got, err := s.Get(context.Background(), "gus", reactions.Like, []string{"p9"})
+	if err != nil || got["p9"].Version != 1 {
+		t.Fatalf("the edge flipped more than once: %+v %v", got, err)
+	}
+}
+
+// An edge remembers its last FlipMemory keys: the item stays one write
+// unit however many flips it had.
+func TestAnEdgeRemembersItsLastFlipsAndStaysSmall(t *testing.T) {
+	ctx := context.Background()
+	db, names, _ := testenv.DynamoDB(t)
+	c := &capacityDB{Client: db}
+	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
+	ref := reactions.Ref{UserID: "hal", Kind: reactions.Like, TargetID: "p1"}
+	key := func(i int) string { return fmt.Sprintf("%0200d", i) } // long keys: only their digest is kept
+	for i := range 3 * reactions.FlipMemory {
+		c.wcu = 0
+		if _, err := s.Toggle(ctx, ref, t0.Add(time.Duration(i)*time.Second), reactions.InTrending, &reactions.Commit{Key: key(i), Hash: "0123456789abcdef0123"}); err != nil {
+			t.Fatal(err)
+		}
+		if c.wcu > 2 {
+			t.Fatalf("flip %d cost %v WCU: the edge outgrew a write unit", i, c.wcu)
+		}
+	}
+	last := 3*reactions.FlipMemory - 1
+	for _, k := range []struct {
+		i      int
+		replay bool
+	}{{last, true}, {last - reactions.FlipMemory + 1, true}, {last - reactions.FlipMemory, false}} {
+		commit := &reactions.Commit{Key: key(k.i), Hash: "0123456789abcdef0123"}
+		if _, err := s.Toggle(ctx, ref, t0.Add(time.Hour), reactions.InTrending, commit); err != nil || commit.Replayed != k.replay {
+			t.Fatalf("key %d: replayed=%v %v, want %v", k.i, commit.Replayed, err, k.replay)
+		}
+		if !k.replay {
+			break
+		}
 	}
 }
 
