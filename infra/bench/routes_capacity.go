@@ -45,7 +45,7 @@ func benchCapacity(ctx context.Context, env *Env) (Section, error) {
 			fmt.Sprintf("over %d requests of each route through the local stack after as many warm-up ones (new writes; for a read, the warm-up's requests again), spread over %d players. ", routesCapacityRequests, routesPool) +
 			"Transactions: DynamoDB charges two units per item in a transaction (per KB), its indexes' writes included, but DynamoDB Local reports a transaction per table as if of one item (two small items on one table: 2 WCU, where DynamoDB bills 4), so the meter prices each TransactWriteItems by DynamoDB's rules from its items' images read just before and after it: two units per KB of the larger image, a ConditionCheck as a write of the item it checks, and each index write the change makes (entering, leaving, a changed key: both, a changed projected attribute) two per KB of the projection (infra/bench routes_txprice.go, TestTransactionsAreMeteredAsBilled). " +
 			"Writes refused by their condition report no capacity (DynamoDB bills them): the note counts them. " +
-			"The floor is the capacity of the item operations the route's features cannot avoid (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves): the items themselves, and one ordering entry (an index write) where a feature reads the items in an order — a favorite's newest-first list, a board's or the streaks' order when Redis cannot serve them; a like needs none. Not in the floor: what the features could do without, at a price paid elsewhere (a target's index of its edges, so a count is checked and rebuilt without a scan; an owner's index of Idempotency-Key records, so an erasure finds them without a scan; a transaction, which DynamoDB bills twice, where conditional writes in order could keep the same guarantee); the note gives the part the indexes took. Ratio = value / floor; the write routes' goal is 1.5× their floor. " +
+			"The floor is the capacity of the item writes the route's features cannot avoid (1 WCU per item write of ≤ 1 KB, 0.5 RCU per eventually consistent read of ≤ 4 KB, 0 for a read Redis serves): the items themselves, and each index entry a feature reads instead of scanning a table — a favorite's place in the newest-first list, a reaction's entry under its target (a count is checked and rebuilt from its target's edges), a score's place in its board's order (ranks when Redis cannot serve them) and under its player (an erasure finds it), a streak's place in the streak order; a like is in no list, and an Idempotency-Key needs no item of its own where the item it guards can keep it. Not in the floor: a transaction's second unit per item (DynamoDB bills each item of a transaction twice; conditional writes in order can keep the same guarantee), and an index entry no read uses. The note gives the part the indexes took. Ratio = value / floor; the write routes' goal is 1.5× their floor." +
 			"The processors' rows are the capacity a processor consumed applying the writes of a route, divided by the writes. " +
 			"Periodic work is no request's: the cache-generation check (once a second per function) and the processors' top-N snapshots (every 10 s) are set to once an hour for this section, and the processors' scheduled ticks are left out of the meter.",
 	}
@@ -153,16 +153,16 @@ func routesCapacityRoutes() []routesCapacityRoute {
 		return routesCall{Route: routes.ListFavorites, Sub: "lat-fan", Path: "/v1/users/lat-fan/favorites?limit=50"}
 	}}
 	return []routesCapacityRoute{
-		{load: loads["favorite"], wcu: 2, capped: true, floor: "the edge and its place in the player's newest-first list: one item write and one ordering entry"},
-		{load: loads["unfavorite"], wcu: 2, capped: true, floor: "the edge and its leaving the newest-first list: one item write and one ordering entry"},
+		{load: loads["favorite"], wcu: 3, capped: true, floor: "the edge, its place in the player's newest-first list and its entry under the game: one item write and two index entries"},
+		{load: loads["unfavorite"], wcu: 3, capped: true, floor: "the edge, and its leaving the newest-first list and the game's entries: one item write and two index entries"},
 		{load: loads["favorite status, 100 ids"], floor: "none: Redis serves it"},
 		{load: loads["favorite count"], floor: "none: Redis serves it"},
 		{load: list, rcu: 0.5 + 25*0.5, floor: "one eventually consistent Query of 50 small edges (≤ 4 KB) and one read of each of the 25 described games"},
-		{load: loads["like toggle"], wcu: 2, capped: true, floor: "the edge and the Idempotency-Key record (a toggle is not idempotent by itself; a like is in no list): two item writes"},
-		{load: loads["submit score (service)"], wcu: 3, capped: true, floor: "the score, its place in the board's order (ranks when Redis cannot serve them) and the match (a repeated match_id is not applied twice): two item writes and one ordering entry"},
+		{load: loads["like toggle"], wcu: 2, capped: true, floor: "the edge (which keeps the flip's Idempotency-Key) and its entry under the post: one item write and one index entry"},
+		{load: loads["submit score (service)"], wcu: 5, capped: true, floor: "the match (a repeated match_id is not applied twice), the player's first score on the board with its place in the board's order and its entry under the player, and the period's member count: three item writes and two index entries"},
 		{load: loads["leaderboard top 10"], floor: "none: Redis serves it"},
 		{load: loads["player rank + 4"], floor: "none: Redis serves it"},
-		{load: loads["record activity"], wcu: 3, capped: true, floor: "the event (its Idempotency-Key), the player's streak and points, and its place in the streak order (streak boards when Redis cannot serve them): two item writes and one ordering entry"},
+		{load: loads["record activity"], wcu: 4, capped: true, floor: "the event (which can keep its Idempotency-Key), the day's totals, the player's streak and points, and its place in the streak order: three item writes and one index entry"},
 		{load: loads["get streak"], floor: "none: Redis serves it"},
 	}
 }
