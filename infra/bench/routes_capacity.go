@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rallyhq/rally/infra/cost"
 	"github.com/rallyhq/rally/shared/config"
 	"github.com/rallyhq/rally/shared/routes"
 )
@@ -152,12 +153,16 @@ func routesCapacityRoutes() []routesCapacityRoute {
 	list := routesLoad{"favorites list, 50 items", func(i int) routesCall {
 		return routesCall{Route: routes.ListFavorites, Sub: "lat-fan", Path: "/v1/users/lat-fan/favorites?limit=50"}
 	}}
+	like := routesLoad{cost.Like, func(i int) routesCall {
+		return routesCall{Route: routes.LikePost, Sub: routesUser(i), Path: fmt.Sprintf("/v1/posts/lat-l%05d/like", i)}
+	}}
 	return []routesCapacityRoute{
 		{load: loads["favorite"], wcu: 3, capped: true, floor: "the edge, its place in the player's newest-first list and its entry under the game: one item write and two index entries"},
 		{load: loads["unfavorite"], wcu: 3, capped: true, floor: "the edge, and its leaving the newest-first list and the game's entries: one item write and two index entries"},
 		{load: loads["favorite status, 100 ids"], floor: "none: Redis serves it"},
 		{load: loads["favorite count"], floor: "none: Redis serves it"},
 		{load: list, rcu: 0.5 + 25*0.5, floor: "one eventually consistent Query of 50 small edges (≤ 4 KB) and one read of each of the 25 described games"},
+		{load: like, wcu: 2, capped: true, floor: "the edge and its entry under the post (a like is in no list): one item write and one index entry"},
 		{load: loads["like toggle"], wcu: 2, capped: true, floor: "the edge (which keeps the flip's Idempotency-Key) and its entry under the post: one item write and one index entry"},
 		{load: loads["submit score (service)"], wcu: 5, capped: true, floor: "the match (a repeated match_id is not applied twice), the player's first score on the board with its place in the board's order and its entry under the player, and the period's member count: three item writes and two index entries"},
 		{load: loads["leaderboard top 10"], floor: "none: Redis serves it"},

@@ -16,6 +16,7 @@ const (
 	FavoriteStatus = "favorite status, 100 ids"
 	FavoriteCount  = "favorite count"
 	FavoritesList  = "favorites list, 50 items"
+	Like           = "like"
 	LikeToggle     = "like toggle"
 	SubmitScore    = "submit score (service)"
 	Top10          = "leaderboard top 10"
