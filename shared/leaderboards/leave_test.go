@@ -45,7 +45,7 @@ func TestAClosedDayLeavesRedisOnceTheNextDayEndsByTheServiceClock(t *testing.T) 
 
 	// The day closes; the next day is under way: the closed day stays,
 	// set to expire (by Redis's clock) when the next day ends.
-	next := day.Truncate(24 * time.Hour).AddDate(0, 0, 1)
+	next := day.Truncate(24*time.Hour).AddDate(0, 0, 1)
 	s.Clock().Set(next.Add(leaderboards.CloseAfter))
 	awaitClose(t, s, c, b.ID, period)
 	time.Sleep(time.Second) // ticks of the schedule, with the next day not over
