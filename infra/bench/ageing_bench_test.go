@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/rallyhq/rally/infra/local/dynamodblocal"
+	"github.com/rallyhq/rally/infra/local/redisserver"
+)
+
+// A daily board played for a few days on the stack's clock keeps Redis
+// bounded: after each close only the closed day waits in Redis (the day
+// before it has left by the stack's clock, though its Redis expiry is a
+// day away), every day is archived, and memory after the last day is
+// within 1.2× of memory after day 2.
+func TestAgeingKeepsRedisBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts DynamoDB Local and redis-server")
+	}
+	ctx := context.Background()
+	env, err := StartEnv(ctx)
+	if errors.Is(err, dynamodblocal.ErrNoJar) || errors.Is(err, redisserver.ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	plan := ageingPlan{Players: 500, Active: 300, Days: 5}
+	r, err := ageingSimulate(ctx, env, plan, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Days {
+		if len(d.Periods) > 1 {
+			t.Errorf("after day %d Redis holds periods %v, want the closed day alone", d.Day, d.Periods)
+		}
+		t.Logf("day %d: used_memory +%d B, periods %v", d.Day, d.Used, d.Periods)
+	}
+	if r.Archived != plan.Days || r.ArchivedMembers != plan.Days*plan.Active {
+		t.Errorf("%d days archived with %d members, want %d with %d", r.Archived, r.ArchivedMembers, plan.Days, plan.Days*plan.Active)
+	}
+	if d2, last := r.day(2).Used, r.day(plan.Days).Used; float64(last) > 1.2*float64(d2) {
+		t.Errorf("used_memory after day %d is %d B over the start, after day 2 %d B: more than 1.2×", plan.Days, last, d2)
+	}
+	t.Logf("took %s", r.Took)
+}
