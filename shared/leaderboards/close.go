@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -104,6 +105,7 @@ type Closer struct {
 	Cache     CloseCache
 	Documents Documents
 	Clock     clock.Clock
+	Log       *slog.Logger
 	// Chunk is how many entries a close reads at a time and writes as
 	// one part of the JSON Lines: ArchiveChunk when 0; a multiple of
 	// ArchivePage.
@@ -133,7 +135,9 @@ const CloseLookback = 3
 // last CloseLookback periods of every periodic board that ended
 // CloseAfter ago or more, and after the board was defined. A job already
 // asked for here is not asked for again by this process; another finds
-// it by its ID.
+// it by its ID. On the same pass it takes out of Redis the closed periods
+// whose leave time has passed (see leave); a failure there is logged and
+// tried again at the next tick, and never holds the closes back.
 func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 	defs, err := c.Defs.List(ctx)
 	if err != nil {
@@ -157,6 +161,9 @@ func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 			}
 			at = d.PeriodStart(p)
 		}
+	}
+	if err := c.leave(ctx, defs, now); err != nil && c.Log != nil {
+		c.Log.WarnContext(ctx, "closed periods not taken out of Redis", "error", err.Error())
 	}
 	return due, nil
 }
@@ -365,21 +372,16 @@ func (c closeCursor) encode() string {
 	return string(raw)
 }
 
-// Leave is a schedule hook of the job runner (it starts no job): it takes
-// out of Redis each closed period whose leave time (the end of the period
-// after it) has passed by the service's clock. The close set the period's
-// keys to expire then, but Redis counts an expiry on its own clock, which
-// is not always the service's (the local stack's clock moves; a region's
-// may drift): here the service's clock decides. It looks at the last
-// CloseLookback such periods of every periodic board, reads each one's
-// archive head (by key) until it has taken the period out, and takes out
-// the period's regional views with it; taking a period out again changes
-// nothing.
-func (c *Closer) Leave(ctx context.Context, now time.Time) ([]jobs.Job, error) {
-	defs, err := c.Defs.List(ctx)
-	if err != nil {
-		return nil, err
-	}
+// leave takes out of Redis each closed period whose leave time (the end
+// of the period after it) has passed by the service's clock. The close set
+// the period's keys to expire then, but Redis counts an expiry on its own
+// clock, which is not always the service's (the local stack's clock
+// moves; a region's may drift): here the service's clock decides. It looks
+// at the last CloseLookback such periods of every periodic board, reads
+// each one's archive head (by key) until it has taken the period out, and
+// takes out the period's regional views with it; taking a period out
+// again changes nothing.
+func (c *Closer) leave(ctx context.Context, defs []Definition, now time.Time) error {
 	views := WithViews(c.Defs)
 	c.leftMu.Lock()
 	defer c.leftMu.Unlock()
@@ -407,7 +409,7 @@ func (c *Closer) Leave(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 			}
 			if _, closed, err := c.Archive.Head(ctx, d.ID, p); err != nil || !closed {
 				if err != nil {
-					return nil, err
+					return err
 				}
 				continue // its close takes it out when it finishes
 			}
@@ -415,12 +417,12 @@ func (c *Closer) Leave(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 			if d.Regional {
 				regions, err := c.Scores.Views(ctx, d.ID, p)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				for _, r := range regions {
 					v, err := views.Get(ctx, ViewID(d.ID, r))
 					if err != nil {
-						return nil, err
+						return err
 					}
 					boards = append(boards, v)
 				}
@@ -428,11 +430,11 @@ func (c *Closer) Leave(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 			leave := d.PeriodEnd(d.PeriodAt(d.PeriodEnd(p)))
 			for _, b := range boards {
 				if err := c.Cache.ExpireAt(ctx, b, p, leave, now); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			left[key] = true
 		}
 	}
-	return nil, nil
+	return nil
 }

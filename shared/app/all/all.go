@@ -128,7 +128,7 @@ func JobRunner(d *app.Deps) *jobs.Runner {
 	return &jobs.Runner{
 		Store: opsbind.Jobs(d), Tasks: tasks, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 		Owner: jobs.NewID(), ReconcileEvery: d.Config.ReconcileEvery,
-		Due: []func(context.Context, time.Time) ([]jobs.Job, error){closer.Due, closer.Leave, leaderboardsbind.Relist(d)},
+		Due: []func(context.Context, time.Time) ([]jobs.Job, error){closer.Due, leaderboardsbind.Relist(d)},
 	}
 }
 
