@@ -13,7 +13,7 @@ import (
 // bounded: after each close only the closed day waits in Redis (the day
 // before it has left by the stack's clock, though its Redis expiry is a
 // day away), every day is archived, and memory after the last day is
-// within 1.2× of memory after day 2.
+// within 1.2× of memory after the first two.
 func TestAgeingKeepsRedisBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts DynamoDB Local and redis-server")
