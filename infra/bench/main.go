@@ -39,6 +39,7 @@ var benches = []bench{
 	{"coalescing", benchCoalescing},
 	{"coldstart", benchColdstart},
 	{"size", benchSize},
+	{"ageing", benchAgeing},
 }
 
 func main() {

@@ -334,7 +334,18 @@ func sizeImport(ctx context.Context, st *routesStack, from, to int, m *sizeMeasu
 		return err
 	}
 	t := time.Now()
-	body, err := st.do(ctx, routesCall{Route: routes.StartJob, Path: "/v1/ops/jobs", Body: fmt.Sprintf(`{"kind":"import","source":%q}`, "file://"+path)})
+	if err := st.importFile(ctx, path); err != nil {
+		return err
+	}
+	m.imported = time.Since(t)
+	return nil
+}
+
+// importFile imports a JSON Lines file through the import job (POST
+// /v1/ops/jobs kind import) and waits for the job to be done, every line
+// taken.
+func (s *routesStack) importFile(ctx context.Context, path string) error {
+	body, err := s.do(ctx, routesCall{Route: routes.StartJob, Path: "/v1/ops/jobs", Body: fmt.Sprintf(`{"kind":"import","source":%q}`, "file://"+path)})
 	if err != nil {
 		return err
 	}
@@ -343,9 +354,6 @@ func sizeImport(ctx context.Context, st *routesStack, from, to int, m *sizeMeasu
 		State    string `json:"state"`
 		Rejected int64  `json:"rejected"`
 		Error    string `json:"error"`
-		Progress struct {
-			Done, Total int64
-		} `json:"progress"`
 	}
 	if err := json.Unmarshal(body, &job); err != nil {
 		return err
@@ -356,7 +364,7 @@ func sizeImport(ctx context.Context, st *routesStack, from, to int, m *sizeMeasu
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		body, err = st.do(ctx, routesCall{Route: routes.GetJob, Path: "/v1/ops/jobs/" + job.JobID})
+		body, err = s.do(ctx, routesCall{Route: routes.GetJob, Path: "/v1/ops/jobs/" + job.JobID})
 		if err != nil {
 			return err
 		}
@@ -364,7 +372,6 @@ func sizeImport(ctx context.Context, st *routesStack, from, to int, m *sizeMeasu
 			return err
 		}
 	}
-	m.imported = time.Since(t)
 	if job.State != "DONE" || job.Rejected > 0 {
 		return fmt.Errorf("the import ended %s with %d lines rejected: %s", job.State, job.Rejected, body)
 	}

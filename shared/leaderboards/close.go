@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -104,12 +105,16 @@ type Closer struct {
 	Cache     CloseCache
 	Documents Documents
 	Clock     clock.Clock
+	Log       *slog.Logger
 	// Chunk is how many entries a close reads at a time and writes as
 	// one part of the JSON Lines: ArchiveChunk when 0; a multiple of
 	// ArchivePage.
 	Chunk int
 
 	asked sync.Map // close job IDs the schedule was given by Due
+
+	leftMu sync.Mutex
+	left   map[string]bool // board#period Leave took out of Redis, in its window
 }
 
 // Tasks registers the close job.
@@ -130,7 +135,9 @@ const CloseLookback = 3
 // last CloseLookback periods of every periodic board that ended
 // CloseAfter ago or more, and after the board was defined. A job already
 // asked for here is not asked for again by this process; another finds
-// it by its ID.
+// it by its ID. On the same pass it takes out of Redis the closed periods
+// whose leave time has passed (see leave); a failure there is logged and
+// tried again at the next tick, and never holds the closes back.
 func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 	defs, err := c.Defs.List(ctx)
 	if err != nil {
@@ -154,6 +161,9 @@ func (c *Closer) Due(ctx context.Context, now time.Time) ([]jobs.Job, error) {
 			}
 			at = d.PeriodStart(p)
 		}
+	}
+	if err := c.leave(ctx, defs, now); err != nil && c.Log != nil {
+		c.Log.WarnContext(ctx, "closed periods not taken out of Redis", "error", err.Error())
 	}
 	return due, nil
 }
@@ -360,4 +370,71 @@ func (c *Closer) finish(ctx context.Context, d Definition, period string, cur cl
 func (c closeCursor) encode() string {
 	raw, _ := json.Marshal(c)
 	return string(raw)
+}
+
+// leave takes out of Redis each closed period whose leave time (the end
+// of the period after it) has passed by the service's clock. The close set
+// the period's keys to expire then, but Redis counts an expiry on its own
+// clock, which is not always the service's (the local stack's clock
+// moves; a region's may drift): here the service's clock decides. It looks
+// at the last CloseLookback such periods of every periodic board, reads
+// each one's archive head (by key) until it has taken the period out, and
+// takes out the period's regional views with it; taking a period out
+// again changes nothing.
+func (c *Closer) leave(ctx context.Context, defs []Definition, now time.Time) error {
+	views := WithViews(c.Defs)
+	c.leftMu.Lock()
+	defer c.leftMu.Unlock()
+	// What this pass finds taken out: the periods still in the window,
+	// so the record stays as small as the window.
+	left := map[string]bool{}
+	defer func() { c.left = left }()
+	for _, d := range defs {
+		if d.Reset == Never {
+			continue
+		}
+		// The newest period whose leave time has passed: the one before
+		// the last ended period.
+		at := d.PeriodStart(d.PreviousPeriod(now))
+		for range CloseLookback {
+			p := d.PreviousPeriod(at)
+			at = d.PeriodStart(p)
+			if d.PeriodEnd(p).Before(d.CreatedAt) {
+				break
+			}
+			key := d.ID + "#" + p
+			if c.left[key] {
+				left[key] = true
+				continue
+			}
+			if _, closed, err := c.Archive.Head(ctx, d.ID, p); err != nil || !closed {
+				if err != nil {
+					return err
+				}
+				continue // its close takes it out when it finishes
+			}
+			boards := []Definition{d}
+			if d.Regional {
+				regions, err := c.Scores.Views(ctx, d.ID, p)
+				if err != nil {
+					return err
+				}
+				for _, r := range regions {
+					v, err := views.Get(ctx, ViewID(d.ID, r))
+					if err != nil {
+						return err
+					}
+					boards = append(boards, v)
+				}
+			}
+			leave := d.PeriodEnd(d.PeriodAt(d.PeriodEnd(p)))
+			for _, b := range boards {
+				if err := c.Cache.ExpireAt(ctx, b, p, leave, now); err != nil {
+					return err
+				}
+			}
+			left[key] = true
+		}
+	}
+	return nil
 }

@@ -222,10 +222,10 @@ func redisFamilies() []Family {
 		// shared/leaderboards/mirror
 		{Name: "leaderboard period board", Store: Redis, Key: "rank:{lb:<board>#<period>}:scores|<board key>",
 			Lifetime: "the current period's and the previous one's: a period's close sets its keys to expire once the next period is one period old, at most 32 days later (an all-time board's are kept)", Linger: 32 * day,
-			RemovedBy: "the period's close (an expiry); a player's entry: their erasure, removal or ban", Bounded: true},
+			RemovedBy: "the period's close (an expiry), or the schedule once the expiry has passed by the service's clock; a player's entry: their erasure, removal or ban", Bounded: true},
 		{Name: "leaderboard period board partition", Store: Redis, Key: "rank:{lb:<board>#<period>~<partition>}:scores|<board key>",
 			Lifetime: "as the period board's (expiring at most 32 days after the close); a partition a rebalance empties keeps its meta 1 day", Linger: 32 * day,
-			RemovedBy: "the period's close (an expiry); a player's entry: their erasure, removal or ban; a rebalance, the partitions it empties", Bounded: true},
+			RemovedBy: "the period's close (an expiry), or the schedule once the expiry has passed by the service's clock; a player's entry: their erasure, removal or ban; a rebalance, the partitions it empties", Bounded: true},
 
 		// shared/streaks/mirror
 		{Name: "cached streak", Store: Redis, Key: "rally:streak:<user>",

@@ -109,7 +109,7 @@ func Archives(d *app.Deps) *dynamo.Archives {
 func Closer(d *app.Deps, docs leaderboards.Documents) *leaderboards.Closer {
 	return &leaderboards.Closer{
 		Defs: Definitions(d), Scores: Scores(d), Archive: Archives(d),
-		Cache: Mirror(d, d.Generations(mirror.Scope)), Documents: docs, Clock: d.Clock,
+		Cache: Mirror(d, d.Generations(mirror.Scope)), Documents: docs, Clock: d.Clock, Log: d.Log,
 	}
 }
 
