@@ -440,7 +440,7 @@ func (s *routesStack) erasureFootprint(ctx context.Context, others, erased int) 
 
 // erasureResumeAfter is how long an erasure may stay pending before the
 // bench resumes it, as the processor's next tick would (ticks are off).
-const erasureResumeAfter = 20 * time.Second
+const erasureResumeAfter = 30 * time.Second
 
 // erasureCompleted waits until user's erasure is COMPLETED, resuming it
 // when it stays pending (a part still waits on a processor once its run
@@ -448,7 +448,7 @@ const erasureResumeAfter = 20 * time.Second
 // what a tick does; it returns how many resumes it took.
 func (s *routesStack) erasureCompleted(ctx context.Context, user string) (int, error) {
 	resumes := 0
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(8 * time.Minute)
 	resumeAt := time.Now().Add(erasureResumeAfter)
 	for {
 		out, err := s.do(ctx, routesCall{Route: routes.ErasureStatusByService, Path: "/v1/ops/users/" + user + "/erasure"})
@@ -466,7 +466,7 @@ func (s *routesStack) erasureCompleted(ctx context.Context, user string) (int, e
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			return resumes, fmt.Errorf("erasure of %s still %s after 3 minutes and %d resumes", user, got.Status, resumes)
+			return resumes, fmt.Errorf("erasure of %s still %s after 8 minutes and %d resumes", user, got.Status, resumes)
 		}
 		if now.After(resumeAt) {
 			if err := s.erasureResume(ctx); err != nil {
@@ -490,7 +490,9 @@ func (s *routesStack) erasureResume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.http.Do(req)
+	// The run waits on the processors as the stream's run did: longer
+	// than the gateway client's timeout.
+	resp, err := (&http.Client{Transport: s.http.Transport, Timeout: 5 * time.Minute}).Do(req)
 	if err != nil {
 		return err
 	}
