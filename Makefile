@@ -106,7 +106,7 @@ check-java:
 help:
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about 45 minutes on 2 cores, 30 of them the size section at 100k players; ARGS="-only name,..." for some sections)
+bench: tools check-java ## Measure the hot paths beside their floors and rewrite BENCHMARKS.md (about an hour on 2 cores, 30 minutes of it the size section at 100k players and 17 the erasure section seeding 200k; ARGS="-only name,..." for some sections)
 	$(GO) run ./infra/bench -out BENCHMARKS.md $(ARGS)
 
 cost: tools check-java ## Price each route and the seeds' months in dollars from units measured on the local stack (about a minute, two the first time as it synthesizes the stack; the bench's cost section, printed)

@@ -32,6 +32,7 @@ var benches = []bench{
 	{"latency", benchLatency},
 	{"capacity", benchCapacity},
 	{"worst", benchWorst},
+	{"erasure", benchErasure},
 	{"cost", benchCost},
 	{"throughput", benchThroughput},
 	{"ranking", benchRanking},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -41,6 +43,9 @@ type routesUsage struct {
 	RCU, WCU, IndexRCU, IndexWCU float64
 	Calls                        map[string]int
 	Failed                       int
+	// Tables is the capacity by table (its physical name), as the
+	// outputs name them.
+	Tables map[string]routesCapacity
 }
 
 func newRoutesMeter() *routesMeter {
@@ -86,20 +91,23 @@ func (m *routesMeter) handle(ctx context.Context, in middleware.InitializeInput,
 	defer m.mu.Unlock()
 	u := m.by[fn]
 	if u.Calls == nil {
-		u.Calls = map[string]int{}
+		u.Calls, u.Tables = map[string]int{}, map[string]routesCapacity{}
 	}
 	u.Calls[op]++
 	if err != nil {
 		u.Failed++
 	} else {
-		c := routesCapacityOf(op, out.Result)
+		byTable := routesCapacityByTable(op, out.Result)
 		if priced {
-			c = txPrice(items)
+			byTable = txPrice(items)
 		}
-		u.RCU += c.RCU
-		u.WCU += c.WCU
-		u.IndexRCU += c.IndexRCU
-		u.IndexWCU += c.IndexWCU
+		for table, c := range byTable {
+			u.RCU += c.RCU
+			u.WCU += c.WCU
+			u.IndexRCU += c.IndexRCU
+			u.IndexWCU += c.IndexWCU
+			u.Tables[table] = u.Tables[table].plus(c)
+		}
 	}
 	m.by[fn] = u
 	return out, md, err
@@ -131,20 +139,25 @@ func (m *routesMeter) Of(fn string) routesUsage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.by[fn]
-	calls := map[string]int{}
-	for k, v := range u.Calls {
-		calls[k] = v
+	u.Calls, u.Tables = maps.Clone(u.Calls), maps.Clone(u.Tables)
+	if u.Calls == nil {
+		u.Calls, u.Tables = map[string]int{}, map[string]routesCapacity{}
 	}
-	u.Calls = calls
 	return u
 }
 
 // Minus is what u consumed since before.
 func (u routesUsage) Minus(before routesUsage) routesUsage {
-	d := routesUsage{RCU: u.RCU - before.RCU, WCU: u.WCU - before.WCU, IndexRCU: u.IndexRCU - before.IndexRCU, IndexWCU: u.IndexWCU - before.IndexWCU, Failed: u.Failed - before.Failed, Calls: map[string]int{}}
+	d := routesUsage{RCU: u.RCU - before.RCU, WCU: u.WCU - before.WCU, IndexRCU: u.IndexRCU - before.IndexRCU, IndexWCU: u.IndexWCU - before.IndexWCU, Failed: u.Failed - before.Failed,
+		Calls: map[string]int{}, Tables: map[string]routesCapacity{}}
 	for k, v := range u.Calls {
 		if n := v - before.Calls[k]; n > 0 {
 			d.Calls[k] = n
+		}
+	}
+	for t, c := range u.Tables {
+		if c = c.minus(before.Tables[t]); c != (routesCapacity{}) {
+			d.Tables[t] = c
 		}
 	}
 	return d
@@ -183,19 +196,38 @@ var routesReadOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "Quer
 // the part of them its secondary indexes took.
 type routesCapacity struct{ RCU, WCU, IndexRCU, IndexWCU float64 }
 
+func (c routesCapacity) plus(o routesCapacity) routesCapacity {
+	return routesCapacity{c.RCU + o.RCU, c.WCU + o.WCU, c.IndexRCU + o.IndexRCU, c.IndexWCU + o.IndexWCU}
+}
+
+func (c routesCapacity) minus(o routesCapacity) routesCapacity {
+	return routesCapacity{c.RCU - o.RCU, c.WCU - o.WCU, c.IndexRCU - o.IndexRCU, c.IndexWCU - o.IndexWCU}
+}
+
 // routesCapacityOf is the capacity a DynamoDB output reports
 // (ConsumedCapacity, one or a list): its read and write units when given,
 // else its total, counted as read or write by the operation. A
-// TransactWriteItems is doubled: DynamoDB bills two WCU per item written
-// in a transaction, DynamoDB Local reports one.
+// transaction's figure is taken as reported; the capacity sections price
+// transactions by DynamoDB's rules instead (txPricer), as DynamoDB Local
+// reports one item per table.
 func routesCapacityOf(op string, result any) (c routesCapacity) {
+	for _, tc := range routesCapacityByTable(op, result) {
+		c = c.plus(tc)
+	}
+	return c
+}
+
+// routesCapacityByTable is routesCapacityOf by table, as each
+// ConsumedCapacity names it ("" when it names none).
+func routesCapacityByTable(op string, result any) map[string]routesCapacity {
+	by := map[string]routesCapacity{}
 	v := reflect.ValueOf(result)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return c
+		return by
 	}
 	f := v.Elem().FieldByName("ConsumedCapacity")
 	if !f.IsValid() {
-		return c
+		return by
 	}
 	var all []types.ConsumedCapacity
 	switch c := f.Interface().(type) {
@@ -207,6 +239,7 @@ func routesCapacityOf(op string, result any) (c routesCapacity) {
 		all = c
 	}
 	for _, cc := range all {
+		var c routesCapacity
 		switch {
 		case cc.ReadCapacityUnits != nil || cc.WriteCapacityUnits != nil:
 			c.RCU += routesDeref(cc.ReadCapacityUnits)
@@ -228,8 +261,10 @@ func routesCapacityOf(op string, result any) (c routesCapacity) {
 		} else {
 			c.IndexWCU += index
 		}
+		table := aws.ToString(cc.TableName)
+		by[table] = by[table].plus(c)
 	}
-	return c
+	return by
 }
 
 func routesDeref(p *float64) float64 {

@@ -106,21 +106,23 @@ func primaryKey(t schema.Table, item map[string]types.AttributeValue) map[string
 }
 
 // txPrice is what DynamoDB bills for a transaction whose items had these
-// images: write units, and the part of them its indexes took.
-func txPrice(items []txItem) routesCapacity {
-	var c routesCapacity
+// images, by table (physical name): write units, and the part of them its
+// indexes took.
+func txPrice(items []txItem) map[string]routesCapacity {
+	by := map[string]routesCapacity{}
 	for _, it := range items {
+		c := by[it.physical]
 		c.WCU += 2 * kilobytes(max(itemSize(it.before), itemSize(it.after)))
-		if it.check {
-			continue
+		if !it.check {
+			for _, ix := range indexesOf(it.table) {
+				n := indexWrites(it.table, ix, it.before, it.after)
+				c.WCU += n
+				c.IndexWCU += n
+			}
 		}
-		for _, ix := range indexesOf(it.table) {
-			n := indexWrites(it.table, ix, it.before, it.after)
-			c.WCU += n
-			c.IndexWCU += n
-		}
+		by[it.physical] = c
 	}
-	return c
+	return by
 }
 
 // indexesOf lists a table's secondary indexes, local ones keyed by the
