@@ -345,7 +345,13 @@ func sizeImport(ctx context.Context, st *routesStack, from, to int, m *sizeMeasu
 // /v1/ops/jobs kind import) and waits for the job to be done, every line
 // taken.
 func (s *routesStack) importFile(ctx context.Context, path string) error {
-	body, err := s.do(ctx, routesCall{Route: routes.StartJob, Path: "/v1/ops/jobs", Body: fmt.Sprintf(`{"kind":"import","source":%q}`, "file://"+path)})
+	return s.runJob(ctx, fmt.Sprintf(`{"kind":"import","source":%q}`, "file://"+path))
+}
+
+// runJob starts an ops job (POST /v1/ops/jobs with body) and waits for it
+// to be done, nothing rejected.
+func (s *routesStack) runJob(ctx context.Context, start string) error {
+	body, err := s.do(ctx, routesCall{Route: routes.StartJob, Path: "/v1/ops/jobs", Body: start})
 	if err != nil {
 		return err
 	}
@@ -373,7 +379,7 @@ func (s *routesStack) importFile(ctx context.Context, path string) error {
 		}
 	}
 	if job.State != "DONE" || job.Rejected > 0 {
-		return fmt.Errorf("the import ended %s with %d lines rejected: %s", job.State, job.Rejected, body)
+		return fmt.Errorf("the job %s ended %s with %d rejected: %s", start, job.State, job.Rejected, body)
 	}
 	return nil
 }
