@@ -391,12 +391,6 @@ func (s *routesStack) erasureFootprint(ctx context.Context, others, erased int) 
 	if err := s.worstAll(ctx, calls); err != nil {
 		return err
 	}
-	// The others' scores were loaded into DynamoDB: their board is
-	// rebuilt into Redis, as an import leaves it, so no erasure waits on
-	// the processor loading it.
-	if err := s.runJob(ctx, `{"kind":"rebuild","target":"leaderboard","id":"erasure-b0"}`); err != nil {
-		return err
-	}
 	calls = calls[:0]
 	kinds := []string{"DAILY_OPEN", "LEVEL_COMPLETED", "SOCIAL_SHARE"}
 	for k := range erased {
