@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
-
-	"github.com/rallyhq/rally/infra/local/dynamodblocal"
-	"github.com/rallyhq/rally/infra/local/redisserver"
 )
 
 // A daily board played for a few days on the stack's clock keeps Redis
@@ -15,24 +11,8 @@ import (
 // day away), every day is archived, and memory after the last day is
 // within 1.2× of memory after the first two.
 func TestAgeingKeepsRedisBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts DynamoDB Local and redis-server")
-	}
 	ctx := context.Background()
-	if _, err := dynamodblocal.FindJar(""); err != nil {
-		t.Skip(err)
-	}
-	// The section's stack starts a DynamoDB Local of its own: the run's
-	// redis-server is all it needs of the environment.
-	rs, err := redisserver.Start(ctx)
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	env := &Env{Redis: rs}
+	env := testEnv(t)
 	plan := ageingPlan{Players: 400, Active: 200, Days: 4}
 	r, err := ageingSimulate(ctx, env, plan, false)
 	if err != nil {

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
-
-	"github.com/rallyhq/rally/infra/local/dynamodblocal"
 )
 
 // The erasure section's measure at a small size: a player erased among
@@ -13,18 +10,8 @@ import (
 // capacity on every table but Counters (where it waits for the counter
 // processor), within the section's goal.
 func TestErasureCostsTheSameAmongFewAndManyPlayers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts DynamoDB Local and the local stack")
-	}
 	ctx := context.Background()
-	env, err := StartEnv(ctx)
-	if errors.Is(err, dynamodblocal.ErrNoJar) || errors.Is(err, dynamodblocal.ErrNoJava) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env := testEnv(t)
 	few, err := erasureMeasure(ctx, env, 200, 1, "few")
 	if err != nil {
 		t.Fatal(err)
