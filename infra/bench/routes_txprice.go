@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/rallyhq/rally/shared/ddb"
 	"github.com/rallyhq/rally/shared/schema"
 )
 
@@ -112,7 +112,7 @@ func txPrice(items []txItem) map[string]routesCapacity {
 	by := map[string]routesCapacity{}
 	for _, it := range items {
 		c := by[it.physical]
-		c.WCU += 2 * kilobytes(max(itemSize(it.before), itemSize(it.after)))
+		c.WCU += 2 * kilobytes(max(ddb.ItemSize(it.before), ddb.ItemSize(it.after)))
 		if !it.check {
 			for _, ix := range indexesOf(it.table) {
 				n := indexWrites(it.table, ix, it.before, it.after)
@@ -139,13 +139,13 @@ func indexWrites(t schema.Table, ix schema.Index, before, after map[string]types
 	case was == nil && is == nil:
 		return 0
 	case was == nil:
-		return 2 * kilobytes(itemSize(is))
+		return 2 * kilobytes(ddb.ItemSize(is))
 	case is == nil:
-		return 2 * kilobytes(itemSize(was))
+		return 2 * kilobytes(ddb.ItemSize(was))
 	case !sameIndexKey(ix, was, is):
-		return 2*kilobytes(itemSize(was)) + 2*kilobytes(itemSize(is))
+		return 2*kilobytes(ddb.ItemSize(was)) + 2*kilobytes(ddb.ItemSize(is))
 	case !reflect.DeepEqual(was, is):
-		return 2 * kilobytes(itemSize(is))
+		return 2 * kilobytes(ddb.ItemSize(is))
 	}
 	return 0
 }
@@ -194,52 +194,3 @@ func sameIndexKey(ix schema.Index, a, b map[string]types.AttributeValue) bool {
 // kilobytes is a size in the 1 KB units DynamoDB bills writes by: at
 // least one.
 func kilobytes(bytes int) float64 { return max(1, math.Ceil(float64(bytes)/1024)) }
-
-// itemSize is an item's size as DynamoDB counts it: each attribute's
-// name and value (a string's or binary's bytes, a number's digits two to
-// a byte plus one, one for a boolean or null, three plus the elements
-// for a list or map).
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return numberSize(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		return sumOf(v.Value, func(s string) int { return len(s) })
-	case *types.AttributeValueMemberNS:
-		return sumOf(v.Value, numberSize)
-	case *types.AttributeValueMemberBS:
-		return sumOf(v.Value, func(b []byte) int { return len(b) })
-	case *types.AttributeValueMemberL:
-		return 3 + sumOf(v.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
-	case *types.AttributeValueMemberM:
-		return 3 + itemSize(v.Value) + len(v.Value)
-	}
-	return 0
-}
-
-func numberSize(s string) int {
-	digits := len(strings.Trim(strings.TrimLeft(s, "-"), "0."))
-	return (digits+1)/2 + 1
-}
-
-func sumOf[T any](xs []T, size func(T) int) int {
-	n := 0
-	for _, x := range xs {
-		n += size(x)
-	}
-	return n
-}

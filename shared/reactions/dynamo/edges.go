@@ -60,7 +60,7 @@ func edgeSK(kind reactions.Kind, target string) string { return string(kind) + "
 // listedAt orders a user's active edges of one kind by time in the by_time
 // index; "" for a kind no list reads (likes).
 func listedAt(kind reactions.Kind, at time.Time, target string) string {
-	if !listed(kind) {
+	if kind != reactions.Favorite { // GET /v1/users/{user_id}/favorites; likes are never listed
 		return ""
 	}
 	return string(kind) + "#" + ddb.FormatTime(at) + "#" + target
@@ -78,10 +78,6 @@ func edgeTargetKey(t reactions.Target, trend reactions.Trend) string {
 	}
 	return untrendedPrefix + targetKey(t)
 }
-
-// listed tells whether a kind's edges are listed newest first: favorites
-// are (GET /v1/users/{user_id}/favorites), likes are not.
-func listed(kind reactions.Kind) bool { return kind == reactions.Favorite }
 
 func (it edgeItem) edge() reactions.Edge {
 	return reactions.Edge{
@@ -142,8 +138,8 @@ func activation(ref reactions.Ref, at time.Time, trend reactions.Trend) expressi
 		Set(expression.Name(schema.AttrTarget), expression.Value(edgeTargetKey(ref.Target(), trend))).
 		Set(expression.Name(schema.AttrTrend), expression.Value(bool(trend))).
 		Remove(expression.Name(schema.AttrUntrended))
-	if listed(ref.Kind) {
-		update = update.Set(expression.Name(schema.AttrListedAt), expression.Value(listedAt(ref.Kind, at, ref.TargetID)))
+	if listed := listedAt(ref.Kind, at, ref.TargetID); listed != "" {
+		update = update.Set(expression.Name(schema.AttrListedAt), expression.Value(listed))
 	}
 	return update
 }

@@ -161,9 +161,7 @@ func TestRacingAddsAndRemovesEndInTheLastSuccessfulWrite(t *testing.T) {
 // edge's write and its target's entry, 2 WCU, as one without a key.
 func TestAToggleRetryFindsItsFlipOnTheEdge(t *testing.T) {
 	ctx := context.Background()
-	db, names, _ := testenv.DynamoDB(t)
-	c := &capacityDB{Client: db}
-	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
+	s, c := meteredEdges(t)
 	ref := reactions.Ref{UserID: "dave", Kind: reactions.Like, TargetID: "p7"}
 	toggle := func(at time.Time, key, hash string) (reactions.Edge, bool, error) {
 		commit := &reactions.Commit{Key: key, Hash: hash}
@@ -241,9 +239,7 @@ func TestRacingRetriesOfAToggleFlipOnce(t *testing.T) {
 // unit however many flips it had.
 func TestAnEdgeRemembersItsLastFlipsAndStaysSmall(t *testing.T) {
 	ctx := context.Background()
-	db, names, _ := testenv.DynamoDB(t)
-	c := &capacityDB{Client: db}
-	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
+	s, c := meteredEdges(t)
 	ref := reactions.Ref{UserID: "hal", Kind: reactions.Like, TargetID: "p1"}
 	key := func(i int) string { return fmt.Sprintf("%0200d", i) } // long keys: only their digest is kept
 	for i := range 3 * reactions.FlipMemory {
@@ -416,6 +412,14 @@ func TestTheTrendFlagRidesFromEachActivationToItsEnd(t *testing.T) {
 	}
 }
 
+// meteredEdges is an edge store whose updates' capacity c sums.
+func meteredEdges(t *testing.T) (*dynamo.Edges, *capacityDB) {
+	t.Helper()
+	db, names, _ := testenv.DynamoDB(t)
+	c := &capacityDB{Client: db}
+	return &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}, c
+}
+
 // capacityDB asks each UpdateItem for the capacity it consumed and sums it.
 type capacityDB struct {
 	*dynamodb.Client
@@ -436,9 +440,7 @@ func (c *capacityDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 // its target's entry (2 WCU) against a favorite's 3.
 func TestALikeCostsNoListingWrite(t *testing.T) {
 	ctx := context.Background()
-	db, names, _ := testenv.DynamoDB(t)
-	c := &capacityDB{Client: db}
-	s := &dynamo.Edges{DB: c, Table: names.Of(schema.Reactions)}
+	s, c := meteredEdges(t)
 	like := reactions.Ref{UserID: "fay", Kind: reactions.Like, TargetID: "p1"}
 	fav := reactions.Ref{UserID: "fay", Kind: reactions.Favorite, TargetID: "g1"}
 	if _, _, err := s.Add(ctx, like, t0, reactions.InTrending); err != nil {
@@ -468,10 +470,8 @@ func TestALikeCostsNoListingWrite(t *testing.T) {
 // and those kept out before that split (in by_untrended too).
 func TestCountingSeesEdgesInAndOutOfTrendingOldAndNew(t *testing.T) {
 	ctx := context.Background()
-	db, names, _ := testenv.DynamoDB(t)
-	c := &capacityDB{Client: db}
-	table := names.Of(schema.Reactions)
-	s := &dynamo.Edges{DB: c, Table: table}
+	s, c := meteredEdges(t)
+	db, table := c.Client, s.Table
 	g := reactions.Target{Kind: reactions.Favorite, ID: "g1"}
 	ref := func(user string) reactions.Ref { return reactions.Ref{UserID: user, Kind: g.Kind, TargetID: g.ID} }
 	if _, _, err := s.Add(ctx, ref("fan"), t0, reactions.InTrending); err != nil {
